@@ -1,0 +1,92 @@
+"""The one error hierarchy of the engine.
+
+Retriable versus fatal is a type, not a string: the engine retries :class:`RetriableError`
+(with backoff, up to ``errors.max.retries``) and stops on anything else.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from dataclasses import dataclass
+
+
+class CdcError(Exception):
+    """Base of every error the engine raises on purpose."""
+
+
+class RetriableError(CdcError):
+    """A transient failure (a lost connection, a broker that is down): worth trying again."""
+
+
+class ConfigProblem:
+    """One problem with one configuration key, and what to do about it."""
+
+    __slots__ = ("fix", "key", "message")
+
+    def __init__(self, key: str, message: str, fix: str) -> None:
+        self.key = key
+        self.message = message
+        self.fix = fix
+
+    def __str__(self) -> str:
+        return f"{self.key}: {self.message} (fix: {self.fix})"
+
+    def __repr__(self) -> str:
+        return f"ConfigProblem({self.key!r}, {self.message!r}, {self.fix!r})"
+
+
+class ConfigError(CdcError):
+    """The configuration is invalid; ``problems`` lists every problem found, not just the first."""
+
+    def __init__(self, problems: Sequence[ConfigProblem]) -> None:
+        self.problems = list(problems)
+        lines = "\n".join(f"  - {p}" for p in self.problems)
+        super().__init__(f"invalid configuration ({len(self.problems)} problem(s)):\n{lines}")
+
+
+@dataclass(frozen=True)
+class _StateChange:
+    expected: str
+    actual: str
+    requested: str
+
+
+class IllegalStateError(CdcError):
+    """An engine state transition that the allowed-transitions table forbids."""
+
+    def __init__(self, message: str, *, expected: str, actual: str, requested: str) -> None:
+        self.change = _StateChange(expected, actual, requested)
+        super().__init__(message)
+
+
+class OffsetError(CdcError):
+    """Offsets were misused: a record marked twice, an unknown record, a corrupt offset file."""
+
+
+class SerializationError(CdcError):
+    """A record could not be turned into bytes."""
+
+
+class TransformError(CdcError):
+    """A transform failed on a record or was configured wrongly."""
+
+
+class TaskError(CdcError):
+    """A source task failed; ``task_id`` says which."""
+
+    def __init__(self, message: str, *, task_id: str) -> None:
+        self.task_id = task_id
+        super().__init__(f"task {task_id}: {message}")
+
+
+class EngineFailedError(CdcError):
+    """The engine stopped because of an error; ``__cause__`` holds the original."""
+
+
+class MissingDependencyError(CdcError):
+    """An optional dependency is not installed; the message names the extra to install."""
+
+    def __init__(self, module: str, extra: str) -> None:
+        super().__init__(
+            f"the optional dependency {module!r} is not installed; install it with: pip install 'airflow-cdc[{extra}]'"
+        )

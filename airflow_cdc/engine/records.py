@@ -1,0 +1,64 @@
+"""Records flowing through the engine, in Kafka Connect's shape.
+
+A :class:`SourceRecord` carries the Debezium envelope (``value``), its key, the topic, and the
+source ``partition``/``offset`` pair that says where in the source it came from. ``offset`` is
+the position to resume *after* this record. Offsets and partitions are JSON-primitive dicts so
+they can be stored anywhere (a file, a Kafka topic, a SQL table) and read by other tools.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+from collections.abc import Mapping
+from dataclasses import dataclass
+from typing import Any, TypeAlias
+
+import orjson
+
+Primitive: TypeAlias = str | int | float | bool | None
+Partition: TypeAlias = Mapping[str, Primitive]
+Offset: TypeAlias = Mapping[str, Primitive]
+
+
+def partition_key(partition: Partition) -> str:
+    """A canonical string for a partition (sorted-key JSON), used as a dict key and file key."""
+    return orjson.dumps(partition, option=orjson.OPT_SORT_KEYS).decode()
+
+
+@dataclass(frozen=True, slots=True)
+class SourceRecord:
+    """One change event as the source produced it (or as transforms reshaped it).
+
+    ``value`` is None for a tombstone (Kafka's delete marker for log compaction).
+    """
+
+    topic: str
+    key: Any
+    value: Any
+    partition: Partition
+    offset: Offset
+    timestamp_ms: int | None = None
+    headers: tuple[tuple[str, bytes], ...] = ()
+
+    def replace(self, **changes: Any) -> SourceRecord:
+        return dataclasses.replace(self, **changes)
+
+    @property
+    def op(self) -> str | None:
+        """The Debezium operation (``c``, ``u``, ``d``, ``r``, ``t``), if this is an envelope."""
+        value = self.value
+        if isinstance(value, dict):
+            op = value.get("op")
+            return op if isinstance(op, str) else None
+        return None
+
+
+@dataclass(frozen=True, slots=True)
+class SerializedRecord:
+    """A record after serialization: bytes ready for a sink, plus the record they came from."""
+
+    topic: str
+    key: bytes | None
+    value: bytes | None
+    headers: tuple[tuple[str, bytes], ...]
+    record: SourceRecord

@@ -1,0 +1,1 @@
+"""Source connectors: PostgreSQL, MySQL/MariaDB, and a synthetic one for tests and benchmarks."""

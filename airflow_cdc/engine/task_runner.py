@@ -1,0 +1,169 @@
+"""Drives one source task on its own thread: start, then poll -> process -> commit, then its
+part of the shutdown (drain, final commit, stop)."""
+
+from __future__ import annotations
+
+import logging
+import threading
+from collections.abc import Callable
+from typing import Any
+
+from airflow_cdc.engine.commit_policy import OffsetCommitPolicy
+from airflow_cdc.engine.connector import Clock, SourceTask, TaskContext
+from airflow_cdc.engine.errors import RetriableError, TaskError
+from airflow_cdc.engine.offsets import OffsetTracker
+from airflow_cdc.engine.processing import RecordProcessor, StopSignal
+from airflow_cdc.engine.retry import RetryPolicy
+from airflow_cdc.engine.storage.base import OffsetStore
+
+log = logging.getLogger(__name__)
+
+
+class TaskRunner:
+    def __init__(
+        self,
+        *,
+        task: SourceTask,
+        context: TaskContext,
+        processor: RecordProcessor,
+        store: OffsetStore,
+        policy: OffsetCommitPolicy,
+        retry: RetryPolicy,
+        stop: StopSignal,
+        max_pending: int,
+        on_failure: Callable[[BaseException], None],
+        clock: Clock,
+    ) -> None:
+        self.task = task
+        self.context = context
+        self.task_id = context.task_id
+        self.tracker = OffsetTracker()
+        self._processor = processor
+        self._store = store
+        self._policy = policy
+        self._retry = retry
+        self._stop = stop
+        self._max_pending = max_pending
+        self._on_failure = on_failure
+        self._clock = clock
+        self._go = threading.Event()
+        self.started = threading.Event()  # set when start() returned or raised
+        self.start_error: BaseException | None = None
+        self.error: BaseException | None = None
+        self.polled = 0
+        self.committed: dict[str, Any] = {}
+        self.commits = 0
+        self._committed_seq = 0
+        self._last_commit = clock.monotonic()
+        self.thread = threading.Thread(target=self._main, name=f"cdc-task-{self.task_id}", daemon=True)
+
+    # -- driven by the engine ---------------------------------------------------------------
+    def launch(self) -> None:
+        self.thread.start()
+
+    def begin_polling(self) -> None:
+        self._go.set()
+
+    def release(self) -> None:
+        """Let a thread that waits to poll continue to its shutdown (the engine is stopping)."""
+        self._go.set()
+
+    # -- the task's thread -----------------------------------------------------------------
+    def _main(self) -> None:
+        try:
+            self._retry.call(
+                lambda: self.task.start(self.context), what=f"task {self.task_id} start", stopping=self._stop.event
+            )
+        except BaseException as exc:
+            self.start_error = exc
+            log.error("task %s failed to start: %s", self.task_id, exc)
+        finally:
+            self.started.set()
+        if self.start_error is None:
+            self._go.wait()
+            if not self._stop.is_set():
+                self._poll_until_stopped()
+        self._finish()
+
+    def _poll_until_stopped(self) -> None:
+        try:
+            while not self._stop.is_set():
+                if self.tracker.pending() > self._max_pending:
+                    # Back-pressure: a sink holds too many unacknowledged records.
+                    self.tracker.wait_for_pending_at_most(self._max_pending, 0.1)
+                    self.maybe_commit()
+                    continue
+                try:
+                    records = self._retry.call(
+                        self.task.poll, what=f"task {self.task_id} poll", stopping=self._stop.event
+                    )
+                except RetriableError:
+                    if self._stop.is_set():
+                        return
+                    raise
+                if records:
+                    self.polled += len(records)
+                    self._processor.process(records, self.tracker.track(records))
+                self.maybe_commit()
+        except BaseException as exc:
+            self.error = exc if isinstance(exc, TaskError) else _task_error(self.task_id, exc)
+            log.error("task %s failed: %s", self.task_id, exc, exc_info=exc)
+            self._on_failure(self.error)
+
+    def maybe_commit(self, *, force: bool = False) -> None:
+        """Commit the done prefix if the policy says so (or ``force``): store, then tell the task."""
+        seq, positions = self.tracker.committable()
+        since = seq - self._committed_seq
+        if since <= 0:
+            return
+        if not force and not self._policy.perform_commit(since, self._clock.monotonic() - self._last_commit):
+            return
+        entries = [(p.partition, p.offset) for p in positions.values()]
+        self._store.write(entries)
+        offsets = {key: p.offset for key, p in positions.items()}
+        self._committed_seq = seq
+        self._last_commit = self._clock.monotonic()
+        self.committed = offsets
+        self.commits += 1
+        try:
+            self.task.commit(offsets)
+        except RetriableError as exc:
+            log.warning(
+                "task %s: telling the source about committed offsets failed (%s); "
+                "it will be told again at the next commit",
+                self.task_id,
+                exc,
+            )
+
+    def _finish(self) -> None:
+        if self.start_error is None:
+            # Records handed to an asynchronous sink may still be acknowledged: wait a little.
+            self.tracker.wait_for_pending_at_most(0, self._stop.drain_remaining())
+            try:
+                self.maybe_commit(force=True)
+            except Exception as exc:
+                log.error("task %s: final offset commit failed: %s", self.task_id, exc)
+                if self.error is None:
+                    self.error = exc
+                    self._on_failure(exc)
+        try:
+            self.task.stop()
+        except Exception as exc:
+            log.error("task %s: stop failed: %s", self.task_id, exc)
+
+    def status(self) -> dict[str, Any]:
+        return {
+            "id": self.task_id,
+            "polled": self.polled,
+            "pending": self.tracker.pending(),
+            "committed_records": self._committed_seq,
+            "commits": self.commits,
+            "offsets": self.committed,
+            "error": None if self.error is None and self.start_error is None else str(self.error or self.start_error),
+        }
+
+
+def _task_error(task_id: str, exc: BaseException) -> TaskError:
+    error = TaskError(f"{type(exc).__name__}: {exc}", task_id=task_id)
+    error.__cause__ = exc
+    return error
