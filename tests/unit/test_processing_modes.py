@@ -1,0 +1,180 @@
+import random
+import threading
+import time
+
+import pytest
+from hypothesis import given, settings
+from hypothesis import strategies as st
+
+from airflow_cdc.engine import Engine, JsonSerializer, SerializedRecord, SourceRecord
+from airflow_cdc.engine.storage import MemoryOffsetStore
+from airflow_cdc.engine.testing import EngineRunner, wait_until
+
+from .scripted import ScriptedConnector, config
+
+
+def key_of(item) -> int:
+    record = item.record if isinstance(item, SerializedRecord) else item
+    return record.key["id"]
+
+
+class CheckingStore(MemoryOffsetStore):
+    """Fails the test the moment an offset is committed past a record not yet consumed."""
+
+    def __init__(self, name, consumed, lock):
+        super().__init__(name)
+        self.consumed, self.lock, self.violations = consumed, lock, []
+
+    def write(self, entries):
+        entries = list(entries)
+        with self.lock:
+            for _, offset in entries:
+                missing = [s for s in range(offset["seq"] + 1) if s not in self.consumed]
+                if missing:
+                    self.violations.append((offset["seq"], missing[:5]))
+        super().write(entries)
+
+
+class Collecting:
+    """A batch handler that marks records processed later, from its own thread (like a sink
+    that waits for acknowledgements)."""
+
+    def __init__(self):
+        self.batches, self.pending = [], []
+        self.lock = threading.Lock()
+
+    def handle_batch(self, records, committer):
+        with self.lock:
+            self.batches.append(list(records))
+            self.pending.extend((r, committer) for r in records)
+        committer.mark_batch_finished()
+
+    def acknowledge(self, count):
+        with self.lock:
+            acked, self.pending = self.pending[:count], self.pending[count:]
+        for record, committer in acked:
+            committer.mark_processed(record)
+
+
+@pytest.mark.parametrize("mode", ["batch", "ordered", "unordered"])
+@pytest.mark.parametrize("serializer", [None, JsonSerializer()], ids=["records", "json"])
+def test_each_of_the_six_modes_delivers_everything_and_commits_the_last_offset(mode, serializer):
+    seen, lock = [], threading.Lock()
+
+    def consume(item):
+        with lock:
+            seen.append(item)
+
+    class Handler:
+        def handle_batch(self, records, committer):
+            seen.extend(records)
+            for r in records:
+                committer.mark_processed(r)
+            committer.mark_batch_finished()
+
+    kwargs = {"batch_handler": Handler()} if mode == "batch" else {"consumer": consume}
+    order = "UNORDERED" if mode == "unordered" else "ORDERED"
+    connector = ScriptedConnector(total=3000, batch=700)
+    engine = Engine(
+        config(record_processing_order=order, record_processing_threads=3),
+        serializer=serializer,
+        connector=connector,
+        **kwargs,
+    )
+    with EngineRunner(engine):
+        wait_until(
+            lambda: engine.tasks[0].committed.get('{"server":"test","task":0}') == {"seq": 2999},
+            10,
+            "last offset committed",
+        )
+    assert sorted(key_of(i) for i in seen) == list(range(3000))
+    expected_type = SourceRecord if serializer is None else SerializedRecord
+    assert all(type(i) is expected_type for i in seen)
+    if mode != "unordered":
+        assert [key_of(i) for i in seen] == list(range(3000))
+
+
+def test_ordered_delivers_in_source_order_despite_random_transform_delays():
+    rng = random.Random(7)
+    delays = [rng.choice([0, 0, 0, 0.0005, 0.002]) for _ in range(2000)]
+
+    def slow_transform(record):
+        time.sleep(delays[record.key["id"]])  # uneven work, so chunks finish out of order
+        return record
+
+    seen = []
+    engine = Engine(
+        config(record_processing_threads=4),
+        consumer=lambda r: seen.append(r.key["id"]),
+        transforms=[slow_transform],
+        connector=ScriptedConnector(total=2000, batch=1000),
+    )
+    with EngineRunner(engine):
+        wait_until(lambda: len(seen) == 2000, 30, "all records")
+    assert seen == list(range(2000))
+
+
+@settings(max_examples=15, deadline=None)
+@given(
+    delays=st.lists(st.sampled_from([0, 0, 0.0002, 0.001]), min_size=64, max_size=64),
+    batch=st.sampled_from([200, 512, 1000]),
+)
+def test_unordered_never_commits_past_an_unfinished_record(delays, batch):
+    consumed, lock = set(), threading.Lock()
+
+    def consume(record):
+        time.sleep(delays[record.key["id"] % len(delays)])
+        with lock:
+            consumed.add(record.key["id"])
+
+    store = CheckingStore("test-engine", consumed, lock)
+    engine = Engine(
+        config(record_processing_order="UNORDERED", record_processing_threads=4),
+        consumer=consume,
+        offset_store=store,
+        connector=ScriptedConnector(total=1500, batch=batch),
+    )
+    with EngineRunner(engine):
+        wait_until(lambda: store.read({"server": "test", "task": 0}) == {"seq": 1499}, 30, "last offset")
+    assert store.violations == []
+    assert len(consumed) == 1500
+
+
+def test_batch_handler_offsets_advance_only_as_records_are_acknowledged():
+    handler = Collecting()
+    engine = Engine(config(), batch_handler=handler, connector=ScriptedConnector(total=100, batch=25))
+    partition = {"server": "test", "task": 0}
+    with EngineRunner(engine):
+        wait_until(lambda: sum(map(len, handler.batches)) == 100, 10, "all batches")
+        assert engine.offset_store.read(partition) is None
+        handler.acknowledge(30)
+        wait_until(lambda: engine.offset_store.read(partition) == {"seq": 29}, 5, "offset 29")
+        handler.acknowledge(70)
+        wait_until(lambda: engine.offset_store.read(partition) == {"seq": 99}, 5, "offset 99")
+    assert [len(b) for b in handler.batches] == [25, 25, 25, 25]
+    assert [r.key["id"] for b in handler.batches for r in b] == list(range(100))
+
+
+def test_unacknowledged_records_hold_back_polling_at_max_queue_size():
+    handler = Collecting()
+    connector = ScriptedConnector(total=10_000, batch=100)
+    engine = Engine(config(max_queue_size=300), batch_handler=handler, connector=connector)
+    with EngineRunner(engine):
+        wait_until(lambda: sum(map(len, handler.batches)) >= 300, 10, "queue filled")
+        polls = connector.polls
+        wait_until(lambda: engine.tasks[0].tracker.pending() > 300, 10, "over the bound")
+        # Over the bound the task waits instead of polling, however long we look.
+        wait_until(lambda: engine.tasks[0].polled == 400, 10, "one batch beyond the bound, no more")
+        assert connector.polls <= polls + 1
+        handler.acknowledge(400)
+        wait_until(lambda: engine.tasks[0].polled >= 800, 10, "polling resumed")
+
+
+def test_records_dropped_by_a_transform_still_advance_the_offset():
+    engine = Engine(
+        config(**{"transforms": "drop", "transforms.drop.type": "Filter"}),
+        consumer=lambda r: pytest.fail("the filter should drop every record"),
+        connector=ScriptedConnector(total=50),
+    )
+    with EngineRunner(engine):
+        wait_until(lambda: engine.offset_store.read({"server": "test", "task": 0}) == {"seq": 49}, 5, "offset")
