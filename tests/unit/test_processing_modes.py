@@ -178,3 +178,37 @@ def test_records_dropped_by_a_transform_still_advance_the_offset():
     )
     with EngineRunner(engine):
         wait_until(lambda: engine.offset_store.read({"server": "test", "task": 0}) == {"seq": 49}, 5, "offset")
+
+
+def test_ordered_prefetches_for_a_blocking_consumer_and_keeps_source_order():
+    seen = []
+
+    def blocking(record):
+        time.sleep(0.0002)  # a blocking call: the pool prepares the next chunks meanwhile
+        seen.append(record.key["id"])
+
+    engine = Engine(
+        config(record_processing_threads=2),
+        consumer=blocking,
+        serializer=JsonSerializer(),
+        connector=ScriptedConnector(total=3000, batch=1000),
+    )
+    with EngineRunner(engine):
+        wait_until(lambda: len(seen) == 3000, 30, "all records")
+        gauge = engine.tasks[0]._processor._gauge
+    assert seen == list(range(3000))
+    assert gauge.off_cpu > gauge.THRESHOLD  # measured as blocking: chunks were prefetched
+
+
+def test_blocking_gauge_tells_cpu_work_from_blocking_work():
+    from airflow_cdc.engine.processing import BlockingGauge
+
+    cpu, blocked = BlockingGauge(), BlockingGauge()
+    for _ in range(20):
+        cpu.measure(lambda: sum(range(20_000)))
+        blocked.measure(lambda: time.sleep(0.002))
+    assert cpu.off_cpu < BlockingGauge.THRESHOLD < blocked.off_cpu
+    assert not cpu.prefetch_pays()
+    # While prefetching, it stops once every PROBE_EVERY chunks to measure again.
+    answers = [blocked.prefetch_pays() for _ in range(BlockingGauge.PROBE_EVERY)]
+    assert answers[:-1] == [True] * (BlockingGauge.PROBE_EVERY - 1) and answers[-1] is False
