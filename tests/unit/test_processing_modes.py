@@ -185,7 +185,7 @@ def test_ordered_prefetches_for_a_blocking_consumer_and_keeps_source_order():
 
     def blocking(record):
         time.sleep(0.0002)  # a blocking call: the pool prepares the next chunks meanwhile
-        seen.append(record.key["id"])
+        seen.append(record.record.key["id"])
 
     engine = Engine(
         config(record_processing_threads=2),
