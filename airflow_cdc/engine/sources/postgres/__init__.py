@@ -1,0 +1,1 @@
+"""PostgreSQL source: pgoutput logical decoding over psycopg 3."""

@@ -1,0 +1,446 @@
+"""A sans-IO decoder of PostgreSQL's ``pgoutput`` logical replication protocol (v1, plus the
+v2 streaming messages).
+
+Pure functions over bytes, no sockets: :func:`decode` turns one message into a dataclass, and
+:func:`decode_copy_data` unwraps the replication stream's CopyData (XLogData, keepalive). Any
+malformed input raises :class:`DecodeError` (a :class:`CdcError`); nothing else escapes, and
+nothing loops on input, so the decoder can neither crash the stream nor hang it.
+
+Message layouts: PostgreSQL documentation, "Logical Replication Message Formats" and
+"Streaming Replication Protocol".
+"""
+
+from __future__ import annotations
+
+import datetime as dt
+import struct
+from collections.abc import Callable
+from dataclasses import dataclass, field
+from typing import TypeAlias
+
+from airflow_cdc.engine.errors import CdcError
+
+PG_EPOCH = dt.datetime(2000, 1, 1, tzinfo=dt.UTC)
+_PG_EPOCH_US = int(PG_EPOCH.timestamp()) * 1_000_000
+
+
+class DecodeError(CdcError):
+    """Bytes that are not a valid pgoutput or replication message."""
+
+
+def pg_time_to_unix_us(pg_us: int) -> int:
+    """PostgreSQL timestamps count microseconds since 2000-01-01 UTC."""
+    return pg_us + _PG_EPOCH_US
+
+
+def unix_us_to_pg_time(unix_us: int) -> int:
+    return unix_us - _PG_EPOCH_US
+
+
+def format_lsn(lsn: int) -> str:
+    return f"{lsn >> 32:X}/{lsn & 0xFFFFFFFF:X}"
+
+
+def parse_lsn(text: str) -> int:
+    high, sep, low = text.partition("/")
+    if not sep:
+        raise ValueError(f"{text!r} is not an LSN like 16/B374D848")
+    return (int(high, 16) << 32) | int(low, 16)
+
+
+# -- tuple data ----------------------------------------------------------------------------
+
+
+class _Unchanged:
+    """An unchanged TOASTed value: the server did not send it (kind 'u')."""
+
+    _instance: _Unchanged | None = None
+
+    def __new__(cls) -> _Unchanged:
+        if cls._instance is None:
+            cls._instance = super().__new__(cls)
+        return cls._instance
+
+    def __repr__(self) -> str:
+        return "UNCHANGED_TOAST"
+
+
+UNCHANGED_TOAST = _Unchanged()
+
+#: A column value as sent: None (SQL NULL), text bytes, or UNCHANGED_TOAST.
+ColumnValue: TypeAlias = bytes | _Unchanged | None
+
+
+@dataclass(frozen=True, slots=True)
+class Column:
+    name: str
+    type_oid: int
+    type_modifier: int
+    is_key: bool
+
+
+@dataclass(frozen=True, slots=True)
+class Begin:
+    final_lsn: int
+    commit_time_us: int  # unix microseconds
+    xid: int
+
+
+@dataclass(frozen=True, slots=True)
+class Commit:
+    flags: int
+    commit_lsn: int
+    end_lsn: int
+    commit_time_us: int
+
+
+@dataclass(frozen=True, slots=True)
+class Origin:
+    commit_lsn: int
+    name: str
+
+
+@dataclass(frozen=True, slots=True)
+class Relation:
+    oid: int
+    namespace: str
+    name: str
+    replica_identity: str  # d(efault), n(othing), f(ull), i(ndex)
+    columns: tuple[Column, ...]
+    xid: int | None = None
+
+
+@dataclass(frozen=True, slots=True)
+class Type:
+    oid: int
+    namespace: str
+    name: str
+    xid: int | None = None
+
+
+@dataclass(frozen=True, slots=True)
+class Insert:
+    relation_oid: int
+    new: tuple[ColumnValue, ...]
+    xid: int | None = None
+
+
+@dataclass(frozen=True, slots=True)
+class Update:
+    relation_oid: int
+    new: tuple[ColumnValue, ...]
+    old: tuple[ColumnValue, ...] | None = None
+    old_is_key_only: bool = False  # 'K': only the replica identity columns were sent
+    xid: int | None = None
+
+
+@dataclass(frozen=True, slots=True)
+class Delete:
+    relation_oid: int
+    old: tuple[ColumnValue, ...]
+    old_is_key_only: bool
+    xid: int | None = None
+
+
+@dataclass(frozen=True, slots=True)
+class Truncate:
+    relation_oids: tuple[int, ...]
+    cascade: bool
+    restart_identity: bool
+    xid: int | None = None
+
+
+@dataclass(frozen=True, slots=True)
+class Message:
+    transactional: bool
+    lsn: int
+    prefix: str
+    content: bytes
+    xid: int | None = None
+
+
+@dataclass(frozen=True, slots=True)
+class StreamStart:
+    xid: int
+    first_segment: bool
+
+
+@dataclass(frozen=True, slots=True)
+class StreamStop:
+    pass
+
+
+@dataclass(frozen=True, slots=True)
+class StreamCommit:
+    xid: int
+    flags: int
+    commit_lsn: int
+    end_lsn: int
+    commit_time_us: int
+
+
+@dataclass(frozen=True, slots=True)
+class StreamAbort:
+    xid: int
+    subxid: int
+
+
+PgOutputMessage: TypeAlias = (
+    Begin
+    | Commit
+    | Origin
+    | Relation
+    | Type
+    | Insert
+    | Update
+    | Delete
+    | Truncate
+    | Message
+    | StreamStart
+    | StreamStop
+    | StreamCommit
+    | StreamAbort
+)
+
+
+# -- the reader ----------------------------------------------------------------------------
+
+
+class _Reader:
+    __slots__ = ("data", "pos")
+
+    def __init__(self, data: bytes | memoryview) -> None:
+        self.data = bytes(data)
+        self.pos = 0
+
+    def _take(self, size: int) -> bytes:
+        end = self.pos + size
+        if size < 0 or end > len(self.data):
+            raise DecodeError(
+                f"message truncated: needed {size} byte(s) at offset {self.pos}, have {len(self.data) - self.pos}"
+            )
+        chunk = self.data[self.pos : end]
+        self.pos = end
+        return chunk
+
+    def byte(self) -> int:
+        return self._take(1)[0]
+
+    def char(self) -> str:
+        return chr(self.byte())
+
+    def int16(self) -> int:
+        return int(struct.unpack("!h", self._take(2))[0])
+
+    def int32(self) -> int:
+        return int(struct.unpack("!i", self._take(4))[0])
+
+    def uint32(self) -> int:
+        return int(struct.unpack("!I", self._take(4))[0])
+
+    def int64(self) -> int:
+        return int(struct.unpack("!q", self._take(8))[0])
+
+    def uint64(self) -> int:
+        return int(struct.unpack("!Q", self._take(8))[0])
+
+    def string(self) -> str:
+        end = self.data.find(b"\x00", self.pos)
+        if end < 0:
+            raise DecodeError(f"unterminated string at offset {self.pos}")
+        raw = self.data[self.pos : end]
+        self.pos = end + 1
+        try:
+            return raw.decode("utf-8")
+        except UnicodeDecodeError as exc:
+            raise DecodeError(f"string at offset {self.pos} is not UTF-8: {exc}") from None
+
+    def rest(self) -> bytes:
+        return self._take(len(self.data) - self.pos)
+
+    def done(self, what: str) -> None:
+        if self.pos != len(self.data):
+            raise DecodeError(f"{len(self.data) - self.pos} unexpected trailing byte(s) after {what}")
+
+    def tuple_data(self) -> tuple[ColumnValue, ...]:
+        count = self.int16()
+        if count < 0:
+            raise DecodeError(f"negative column count {count}")
+        values: list[ColumnValue] = []
+        for _ in range(count):
+            kind = self.byte()
+            if kind == 0x6E:  # 'n'
+                values.append(None)
+            elif kind == 0x75:  # 'u'
+                values.append(UNCHANGED_TOAST)
+            elif kind in (0x74, 0x62):  # 't' text, 'b' binary
+                values.append(self._take(self.int32()))
+            else:
+                raise DecodeError(f"unknown tuple column kind {kind!r} at offset {self.pos - 1}")
+        return tuple(values)
+
+
+# -- decoding --------------------------------------------------------------------------------
+
+
+def _xid(reader: _Reader, streaming: bool) -> int | None:
+    return reader.uint32() if streaming else None
+
+
+def _begin(r: _Reader, streaming: bool) -> Begin:
+    return Begin(r.uint64(), pg_time_to_unix_us(r.int64()), r.uint32())
+
+
+def _commit(r: _Reader, streaming: bool) -> Commit:
+    return Commit(r.byte(), r.uint64(), r.uint64(), pg_time_to_unix_us(r.int64()))
+
+
+def _origin(r: _Reader, streaming: bool) -> Origin:
+    return Origin(r.uint64(), r.string())
+
+
+def _relation(r: _Reader, streaming: bool) -> Relation:
+    xid = _xid(r, streaming)
+    oid, namespace, name, identity = r.uint32(), r.string(), r.string(), r.char()
+    count = r.int16()
+    if count < 0:
+        raise DecodeError(f"negative column count {count} in relation {namespace}.{name}")
+    columns = []
+    for _ in range(count):
+        flags = r.byte()
+        columns.append(Column(r.string(), r.uint32(), r.int32(), bool(flags & 1)))
+    return Relation(oid, namespace, name, identity, tuple(columns), xid)
+
+
+def _type(r: _Reader, streaming: bool) -> Type:
+    xid = _xid(r, streaming)
+    return Type(r.uint32(), r.string(), r.string(), xid)
+
+
+def _insert(r: _Reader, streaming: bool) -> Insert:
+    xid = _xid(r, streaming)
+    oid = r.uint32()
+    if (marker := r.char()) != "N":
+        raise DecodeError(f"insert: expected 'N' before the new tuple, got {marker!r}")
+    return Insert(oid, r.tuple_data(), xid)
+
+
+def _update(r: _Reader, streaming: bool) -> Update:
+    xid = _xid(r, streaming)
+    oid = r.uint32()
+    marker = r.char()
+    old, key_only = None, False
+    if marker in ("K", "O"):
+        old, key_only = r.tuple_data(), marker == "K"
+        marker = r.char()
+    if marker != "N":
+        raise DecodeError(f"update: expected 'N' before the new tuple, got {marker!r}")
+    return Update(oid, r.tuple_data(), old, key_only, xid)
+
+
+def _delete(r: _Reader, streaming: bool) -> Delete:
+    xid = _xid(r, streaming)
+    oid = r.uint32()
+    marker = r.char()
+    if marker not in ("K", "O"):
+        raise DecodeError(f"delete: expected 'K' or 'O' before the old tuple, got {marker!r}")
+    return Delete(oid, r.tuple_data(), marker == "K", xid)
+
+
+def _truncate(r: _Reader, streaming: bool) -> Truncate:
+    xid = _xid(r, streaming)
+    count = r.int32()
+    if count < 0:
+        raise DecodeError(f"negative relation count {count} in truncate")
+    options = r.byte()
+    oids = tuple(r.uint32() for _ in range(count))
+    return Truncate(oids, bool(options & 1), bool(options & 2), xid)
+
+
+def _message(r: _Reader, streaming: bool) -> Message:
+    xid = _xid(r, streaming)
+    flags, lsn, prefix = r.byte(), r.uint64(), r.string()
+    content = r._take(r.int32())
+    return Message(bool(flags & 1), lsn, prefix, content, xid)
+
+
+def _stream_start(r: _Reader, streaming: bool) -> StreamStart:
+    return StreamStart(r.uint32(), r.byte() == 1)
+
+
+def _stream_stop(r: _Reader, streaming: bool) -> StreamStop:
+    return StreamStop()
+
+
+def _stream_commit(r: _Reader, streaming: bool) -> StreamCommit:
+    return StreamCommit(r.uint32(), r.byte(), r.uint64(), r.uint64(), pg_time_to_unix_us(r.int64()))
+
+
+def _stream_abort(r: _Reader, streaming: bool) -> StreamAbort:
+    return StreamAbort(r.uint32(), r.uint32())
+
+
+_DECODERS: dict[str, Callable[[_Reader, bool], PgOutputMessage]] = {
+    "B": _begin,
+    "C": _commit,
+    "O": _origin,
+    "R": _relation,
+    "Y": _type,
+    "I": _insert,
+    "U": _update,
+    "D": _delete,
+    "T": _truncate,
+    "M": _message,
+    "S": _stream_start,
+    "E": _stream_stop,
+    "c": _stream_commit,
+    "A": _stream_abort,
+}
+
+
+def decode(data: bytes | memoryview, *, in_stream: bool = False) -> PgOutputMessage:
+    """Decode one pgoutput message. ``in_stream``: inside a v2 streamed transaction (between
+    Stream Start and Stream Stop), where data messages carry the transaction id first."""
+    reader = _Reader(data)
+    tag = reader.char()
+    decoder = _DECODERS.get(tag)
+    if decoder is None:
+        raise DecodeError(f"unknown pgoutput message type {tag!r}")
+    message = decoder(reader, in_stream)
+    reader.done(type(message).__name__)
+    return message
+
+
+# -- the replication stream's CopyData -------------------------------------------------------
+
+
+@dataclass(frozen=True, slots=True)
+class XLogData:
+    start_lsn: int
+    wal_end: int
+    server_time_us: int
+    payload: bytes = field(repr=False)
+
+
+@dataclass(frozen=True, slots=True)
+class Keepalive:
+    wal_end: int
+    server_time_us: int
+    reply_requested: bool
+
+
+def decode_copy_data(data: bytes | memoryview) -> XLogData | Keepalive:
+    reader = _Reader(data)
+    tag = reader.char()
+    if tag == "w":
+        return XLogData(reader.uint64(), reader.uint64(), pg_time_to_unix_us(reader.int64()), reader.rest())
+    if tag == "k":
+        message = Keepalive(reader.uint64(), pg_time_to_unix_us(reader.int64()), reader.byte() == 1)
+        reader.done("keepalive")
+        return message
+    raise DecodeError(f"unknown replication message type {tag!r}")
+
+
+def standby_status_update(written: int, flushed: int, applied: int, now_unix_us: int, reply: bool = False) -> bytes:
+    """The client's 'r' message: what it has written, flushed (durable) and applied."""
+    return b"r" + struct.pack("!QQQqB", written, flushed, applied, unix_us_to_pg_time(now_unix_us), int(reply))
