@@ -18,7 +18,7 @@ from airflow_cdc.engine.errors import (
     TaskError,
 )
 from airflow_cdc.engine.processing import BatchHandler, RecordCommitter
-from airflow_cdc.engine.records import SerializedRecord, SourceRecord, partition_key
+from airflow_cdc.engine.records import PositionMarker, SerializedRecord, SourceRecord, partition_key
 from airflow_cdc.engine.serialization import JsonSerializer
 from airflow_cdc.engine.state import ALLOWED_TRANSITIONS, EngineState
 
@@ -37,6 +37,7 @@ __all__ = [
     "JsonSerializer",
     "OffsetError",
     "Op",
+    "PositionMarker",
     "RecordCommitter",
     "RetriableError",
     "SerializationError",

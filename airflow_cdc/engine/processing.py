@@ -28,7 +28,7 @@ from typing import Any, Protocol, TypeAlias
 
 from airflow_cdc.engine.errors import RetriableError
 from airflow_cdc.engine.offsets import BatchHandle
-from airflow_cdc.engine.records import SerializedRecord, SourceRecord
+from airflow_cdc.engine.records import PositionMarker, SerializedRecord, SourceRecord
 from airflow_cdc.engine.retry import RetryPolicy
 from airflow_cdc.engine.serialization import Serializer
 from airflow_cdc.engine.transforms.base import TransformChain
@@ -162,7 +162,10 @@ class RecordProcessor(abc.ABC):
         self._gauge = BlockingGauge()
 
     def prepare(self, record: SourceRecord) -> Delivered | None:
-        """Transform then serialize one record; None when a transform dropped it."""
+        """Transform then serialize one record; None when a transform dropped it (or it is a
+        position marker, which is tracked but never delivered)."""
+        if type(record) is PositionMarker:
+            return None
         out: SourceRecord | None = self._transforms.apply(record) if self._transforms else record
         if out is None or self._serializer is None:
             return out

@@ -54,6 +54,21 @@ class SourceRecord:
 
 
 @dataclass(frozen=True, slots=True)
+class PositionMarker(SourceRecord):
+    """A position with nothing to deliver: a transaction's commit, a heartbeat, a keepalive.
+
+    The engine tracks it like any record - so the committed offset can move past it once every
+    record before it is done - but never hands it to transforms or consumers. This is how a
+    source advances its offset (and, for PostgreSQL, the slot's flushed LSN) when changes were
+    all filtered out or the database is idle.
+    """
+
+    @classmethod
+    def at(cls, partition: Partition, offset: Offset) -> PositionMarker:
+        return cls("", None, None, partition, offset)
+
+
+@dataclass(frozen=True, slots=True)
 class SerializedRecord:
     """A record after serialization: bytes ready for a sink, plus the record they came from."""
 

@@ -212,3 +212,44 @@ def test_blocking_gauge_tells_cpu_work_from_blocking_work():
     # While prefetching, it stops once every PROBE_EVERY chunks to measure again.
     answers = [blocked.prefetch_pays() for _ in range(BlockingGauge.PROBE_EVERY)]
     assert answers[:-1] == [True] * (BlockingGauge.PROBE_EVERY - 1) and answers[-1] is False
+
+
+@pytest.mark.parametrize("mode", ["batch", "ordered", "unordered"])
+def test_position_markers_advance_the_offset_but_are_never_delivered(mode):
+    from airflow_cdc.engine import PositionMarker, SourceConnector, SourceTask
+
+    delivered = []
+
+    class MarkerTask(SourceTask):
+        def start(self, context):
+            self.sent = False
+
+        def poll(self):
+            if self.sent:
+                return []
+            self.sent = True
+            from .scripted import record
+
+            return [record(0, 0), PositionMarker.at({"server": "test", "task": 0}, {"seq": 1})]
+
+        def stop(self):
+            pass
+
+    class MarkerConnector(SourceConnector):
+        def task_class(self):
+            return MarkerTask
+
+        def task_configs(self, max_tasks):
+            return [self.config]
+
+    class Handler:
+        def handle_batch(self, records, committer):
+            delivered.extend(records)
+            committer.mark_all_processed()
+
+    kwargs = {"batch_handler": Handler()} if mode == "batch" else {"consumer": delivered.append}
+    order = "UNORDERED" if mode == "unordered" else "ORDERED"
+    engine = Engine(config(record_processing_order=order), connector=MarkerConnector(), **kwargs)
+    with EngineRunner(engine):
+        wait_until(lambda: engine.offset_store.read({"server": "test", "task": 0}) == {"seq": 1}, 5, "marker")
+    assert [r.key for r in delivered] == [{"id": 0}]
