@@ -1,0 +1,115 @@
+import base64
+import datetime as dt
+
+import pytest
+from hypothesis import given
+from hypothesis import strategies as st
+
+from airflow_cdc.engine.sources.postgres import temporal
+from airflow_cdc.engine.sources.postgres.types import (
+    UNAVAILABLE_VALUE,
+    TypeInfo,
+    ValueModes,
+    converter_for,
+    parse_array,
+    unavailable_value,
+)
+
+TYPES = {
+    16: TypeInfo(16, "bool", "B", "b"),
+    17: TypeInfo(17, "bytea", "U", "b"),
+    20: TypeInfo(20, "int8", "N", "b"),
+    23: TypeInfo(23, "int4", "N", "b"),
+    25: TypeInfo(25, "text", "S", "b"),
+    701: TypeInfo(701, "float8", "N", "b"),
+    1007: TypeInfo(1007, "_int4", "A", "b", element_oid=23),
+    1009: TypeInfo(1009, "_text", "A", "b", element_oid=25),
+    1082: TypeInfo(1082, "date", "D", "b"),
+    1083: TypeInfo(1083, "time", "D", "b"),
+    1114: TypeInfo(1114, "timestamp", "D", "b"),
+    1184: TypeInfo(1184, "timestamptz", "D", "b"),
+    1266: TypeInfo(1266, "timetz", "D", "b"),
+    1186: TypeInfo(1186, "interval", "T", "b"),
+    1700: TypeInfo(1700, "numeric", "N", "b"),
+    790: TypeInfo(790, "money", "N", "b"),
+    90000: TypeInfo(90000, "mood", "E", "e"),
+    90001: TypeInfo(90001, "positive", "N", "d", base_oid=23),
+}
+
+
+def convert(oid, text, typmod=-1, **modes):
+    return converter_for(oid, typmod, ValueModes(**modes), TYPES.__getitem__)(text)
+
+
+@given(st.dates(min_value=dt.date(1, 1, 1), max_value=dt.date(9999, 12, 31)))
+def test_calendar_arithmetic_matches_datetime(day):
+    days = temporal.days_from_civil(day.year, day.month, day.day)
+    assert days == (day - dt.date(1970, 1, 1)).days
+    assert temporal.civil_from_days(days) == (day.year, day.month, day.day)
+
+
+def test_numbers_and_booleans():
+    assert convert(23, "42") == 42 and convert(20, "-9223372036854775808") == -(2**63)
+    assert convert(701, "1.5") == 1.5 and convert(16, "t") is True and convert(16, "f") is False
+    assert convert(90001, "7") == 7  # a domain over int4
+    assert convert(90000, "happy") == "happy"  # an enum
+
+
+@pytest.mark.parametrize(
+    ("text", "typmod", "mode", "expected"),
+    [
+        ("1.23", (5 << 16 | 2) + 4, "precise", base64.b64encode(bytes([123])).decode()),
+        ("-1.00", (5 << 16 | 2) + 4, "precise", base64.b64encode((-100).to_bytes(1, "big", signed=True)).decode()),
+        ("12.5", -1, "precise", {"scale": 1, "value": base64.b64encode(bytes([125])).decode()}),
+        ("NaN", -1, "precise", None),
+        ("1.23", -1, "double", 1.23),
+        ("1.230", -1, "string", "1.230"),
+    ],
+)
+def test_decimal_handling_modes(text, typmod, mode, expected):
+    assert convert(1700, text, typmod, decimal=mode) == expected
+
+
+def test_money_parses_the_c_locale_format():
+    assert convert(790, "-$1,234.50", decimal="string") == "-1234.50"
+
+
+def test_temporal_values_follow_time_precision_mode():
+    assert convert(1082, "1970-01-02") == 1
+    assert convert(1082, "0001-01-01 BC") == temporal.days_from_civil(0, 1, 1)
+    assert convert(1114, "2021-07-08 07:27:08.123456") == 1_625_729_228_123_456
+    assert convert(1114, "2021-07-08 07:27:08.123", 3) == 1_625_729_228_123
+    assert convert(1114, "2021-07-08 07:27:08.123456", time_precision="connect") == 1_625_729_228_123
+    assert convert(1083, "01:00:00.5") == 3_600_500_000
+    assert convert(1083, "01:00:00.5", 3) == 3_600_500
+    assert convert(1184, "2021-07-08 07:27:08.5+00") == "2021-07-08T07:27:08.5Z"
+    assert convert(1184, "2021-07-08 09:27:08+02") == "2021-07-08T07:27:08Z"
+    assert convert(1266, "10:00:00+02") == "08:00:00Z"
+    assert convert(1114, "infinity") == temporal.POSITIVE_INFINITY_MS * 1000
+
+
+def test_intervals_numeric_and_string():
+    assert convert(1186, "P1DT2H") == (24 + 2) * 3_600_000_000
+    assert convert(1186, "P1M") == round(30.4375 * 86_400_000_000)
+    assert convert(1186, "PT-1.5S") == -1_500_000
+    assert convert(1186, "P1Y2M", interval="string") == "P1Y2M"
+
+
+def test_bytea_binary_handling_modes():
+    assert convert(17, "\\x00ff") == base64.b64encode(b"\x00\xff").decode()
+    assert convert(17, "\\x00ff", binary="hex") == "00ff"
+
+
+def test_arrays_nested_quoted_and_null():
+    assert parse_array('{1,NULL,"a,b","q\\"x",{2,3}}') == ["1", None, "a,b", 'q"x', ["2", "3"]]
+    assert convert(1007, "{1,2,NULL}") == [1, 2, None]
+    assert convert(1009, "{}") == []
+    with pytest.raises(ValueError):
+        parse_array("{1,2")
+
+
+def test_unavailable_placeholders():
+    modes = ValueModes()
+    assert unavailable_value(25, modes, TYPES.__getitem__) == UNAVAILABLE_VALUE
+    assert unavailable_value(1009, modes, TYPES.__getitem__) == [UNAVAILABLE_VALUE]
+    assert base64.b64decode(unavailable_value(17, modes, TYPES.__getitem__)) == UNAVAILABLE_VALUE.encode()
