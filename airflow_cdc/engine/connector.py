@@ -90,8 +90,12 @@ class SourceConnector(abc.ABC):
 
 
 #: ``connector.class`` values: short names, Debezium's Java class names, and Python paths.
+_POSTGRES = "airflow_cdc.engine.sources.postgres.connector:PostgresConnector"
 CONNECTOR_CLASSES: dict[str, str] = {
     "synthetic": "airflow_cdc.engine.sources.synthetic:SyntheticConnector",
+    "postgres": _POSTGRES,
+    "postgresql": _POSTGRES,
+    "io.debezium.connector.postgresql.PostgresConnector": _POSTGRES,
 }
 
 

@@ -1,0 +1,170 @@
+"""What the source asks the server's catalog: readiness checks, publications, slots, types,
+primary keys and the tables to capture. Errors name what to fix."""
+
+from __future__ import annotations
+
+import re
+from collections.abc import Sequence
+from dataclasses import dataclass
+from typing import Any
+
+import psycopg
+from psycopg import sql
+
+from airflow_cdc.engine.errors import CdcError
+from airflow_cdc.engine.sources.postgres.types import TypeInfo
+
+
+class SourceSetupError(CdcError):
+    """The server or the role is not set up for logical replication; the message says how."""
+
+
+@dataclass(frozen=True)
+class SlotState:
+    active: bool
+    active_pid: int | None
+    confirmed_flush_lsn: str | None
+    database: str | None
+    plugin: str | None
+
+
+@dataclass(frozen=True)
+class TableColumns:
+    schema: str
+    name: str
+    oid: int
+    columns: tuple[tuple[str, int, int], ...]  # name, type oid, type modifier
+
+    @property
+    def qualified(self) -> str:
+        return f"{self.schema}.{self.name}"
+
+
+Conn = psycopg.Connection[tuple[Any, ...]]
+
+
+def check_server(conn: Conn) -> None:
+    row = conn.execute("show wal_level").fetchone()
+    if row is None or row[0] != "logical":
+        raise SourceSetupError(
+            f"PostgreSQL's wal_level is {row[0] if row else 'unknown'!r}, logical decoding needs 'logical': "
+            "set wal_level = logical in postgresql.conf (ALTER SYSTEM SET wal_level = logical) and restart the server"
+        )
+    role = conn.execute(
+        "select current_user, rolsuper or rolreplication from pg_roles where rolname = current_user"
+    ).fetchone()
+    if role is None or not role[1]:
+        user = role[0] if role else "the connector's user"
+        raise SourceSetupError(
+            f"role {user!r} may not stream changes: run ALTER ROLE {user} REPLICATION (or connect as a superuser)"
+        )
+
+
+def slot_state(conn: Conn, slot: str) -> SlotState | None:
+    row = conn.execute(
+        "select active, active_pid, confirmed_flush_lsn::text, database, plugin "
+        "from pg_replication_slots where slot_name = %s",
+        (slot,),
+    ).fetchone()
+    return None if row is None else SlotState(*row)
+
+
+def drop_slot(conn: Conn, slot: str) -> None:
+    conn.execute("select pg_drop_replication_slot(slot_name) from pg_replication_slots where slot_name = %s", (slot,))
+
+
+class TableFilter:
+    """Debezium's include/exclude lists: regular expressions matched against whole names."""
+
+    def __init__(self, include: Sequence[str], exclude: Sequence[str], column_exclude: Sequence[str]) -> None:
+        self._include = [re.compile(p) for p in include]
+        self._exclude = [re.compile(p) for p in exclude]
+        self._column_exclude = [re.compile(p) for p in column_exclude]
+
+    def table(self, schema: str, name: str) -> bool:
+        qualified = f"{schema}.{name}"
+        if self._include and not any(p.fullmatch(qualified) for p in self._include):
+            return False
+        return not any(p.fullmatch(qualified) for p in self._exclude)
+
+    def column(self, schema: str, table: str, column: str) -> bool:
+        qualified = f"{schema}.{table}.{column}"
+        return not any(p.fullmatch(qualified) for p in self._column_exclude)
+
+
+def captured_tables(conn: Conn, filters: TableFilter) -> list[TableColumns]:
+    rows = conn.execute(
+        """
+        select n.nspname, c.relname, c.oid,
+               array_agg(a.attname::text order by a.attnum),
+               array_agg(a.atttypid::int order by a.attnum),
+               array_agg(a.atttypmod order by a.attnum)
+        from pg_class c
+        join pg_namespace n on n.oid = c.relnamespace
+        join pg_attribute a on a.attrelid = c.oid and a.attnum > 0 and not a.attisdropped
+        where c.relkind in ('r', 'p') and not c.relispartition
+          and n.nspname not in ('pg_catalog', 'information_schema') and n.nspname not like 'pg_toast%%'
+        group by n.nspname, c.relname, c.oid
+        order by n.nspname, c.relname
+        """
+    ).fetchall()
+    return [
+        TableColumns(schema, name, oid, tuple(zip(names, types, mods, strict=True)))
+        for schema, name, oid, names, types, mods in rows
+        if filters.table(schema, name)
+    ]
+
+
+def ensure_publication(conn: Conn, name: str, mode: str, tables: Sequence[TableColumns]) -> None:
+    exists = conn.execute("select 1 from pg_publication where pubname = %s", (name,)).fetchone()
+    table_list = sql.SQL(", ").join(sql.Identifier(t.schema, t.name) for t in tables)
+    if mode == "disabled":
+        if not exists:
+            raise SourceSetupError(
+                f"publication {name!r} does not exist and publication.autocreate.mode=disabled: create it "
+                f"(CREATE PUBLICATION {name} FOR ALL TABLES) or set publication.autocreate.mode"
+            )
+        return
+    if mode == "all_tables":
+        if not exists:
+            conn.execute(sql.SQL("create publication {} for all tables").format(sql.Identifier(name)))
+        return
+    if not tables:
+        raise SourceSetupError("publication.autocreate.mode=filtered but table.include.list matches no table")
+    verb = "alter publication {} set table {}" if exists else "create publication {} for table {}"
+    conn.execute(sql.SQL(verb).format(sql.Identifier(name), table_list))
+
+
+_TYPES = "select oid::int, typname, typcategory, typtype, typelem::int, typbasetype::int from pg_type"
+
+
+class Catalog:
+    """Types and primary keys, read on demand and cached."""
+
+    def __init__(self, conn: Conn) -> None:
+        self._conn = conn
+        self._types: dict[int, TypeInfo] = {}
+        for row in conn.execute(
+            "select oid::int, typname, typcategory, typtype, typelem::int, typbasetype::int from pg_type"
+        ):
+            self._types[row[0]] = TypeInfo(*row)
+
+    def type(self, oid: int) -> TypeInfo:
+        info = self._types.get(oid)
+        if info is None:
+            row = self._conn.execute(_TYPES + " where oid = %s", (oid,)).fetchone()
+            info = TypeInfo(*row) if row else TypeInfo(oid, f"oid{oid}", "U", "b")
+            self._types[oid] = info
+        return info
+
+    def primary_key(self, relation_oid: int) -> list[str]:
+        rows = self._conn.execute(
+            """
+            select a.attname from pg_index i
+            join pg_attribute a on a.attrelid = i.indrelid and a.attnum = any(i.indkey)
+            where i.indrelid = %s and i.indisprimary
+            order by array_position(i.indkey, a.attnum)
+            """,
+            (relation_oid,),
+        ).fetchall()
+        return [r[0] for r in rows]

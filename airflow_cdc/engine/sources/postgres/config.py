@@ -1,0 +1,59 @@
+"""The PostgreSQL connector's configuration, with Debezium's property names and defaults
+(except ``heartbeat.interval.ms``: on by default here, see the README)."""
+
+from __future__ import annotations
+
+from airflow_cdc.engine.config import ConfigDef, Field
+
+POSTGRES_CONFIG = ConfigDef(
+    [
+        Field(
+            "topic.prefix",
+            doc="Logical name of the server; the prefix of every topic.",
+            fix="set topic.prefix, e.g. topic.prefix=inventory",
+        ),
+        Field("database.hostname", default="127.0.0.1"),
+        Field("database.port", type="int", default=5432, minimum=1),
+        Field("database.user", default="postgres"),
+        Field("database.password", default=""),
+        Field("database.dbname", default="", doc="The database to capture."),
+        Field(
+            "database.names",
+            type="list",
+            default=[],
+            doc="Several databases: one task, slot and offset partition per database.",
+        ),
+        Field("database.sslmode", default="prefer"),
+        Field("slot.name", default="debezium"),
+        Field("publication.name", default="dbz_publication"),
+        Field("publication.autocreate.mode", default="all_tables", choices=("all_tables", "filtered", "disabled")),
+        Field("plugin.name", default="pgoutput", choices=("pgoutput",)),
+        Field("slot.drop.on.stop", type="bool", default=False),
+        Field("table.include.list", type="list", default=[]),
+        Field("table.exclude.list", type="list", default=[]),
+        Field("column.exclude.list", type="list", default=[]),
+        Field(
+            "snapshot.mode",
+            default="initial",
+            choices=("initial", "initial_only", "no_data", "when_needed", "always"),
+            aliases={"never": "no_data"},
+        ),
+        Field("decimal.handling.mode", default="precise", choices=("precise", "double", "string")),
+        Field("time.precision.mode", default="adaptive", choices=("adaptive", "adaptive_time_microseconds", "connect")),
+        Field("binary.handling.mode", default="bytes", choices=("bytes", "base64", "base64-url-safe", "hex")),
+        Field("interval.handling.mode", default="numeric", choices=("numeric", "string")),
+        Field("money.fraction.digits", type="int", default=2, minimum=0),
+        Field(
+            "heartbeat.interval.ms",
+            type="int",
+            default=10_000,
+            minimum=0,
+            doc="Emit a WAL message this often when nothing was captured, so the slot advances (0: off).",
+        ),
+        Field("heartbeat.action.query", default="", doc="Also run this statement on each heartbeat."),
+        Field("tombstones.on.delete", type="bool", default=True),
+        Field("skipped.operations", type="list", default=["t"], doc="Operations not emitted: c, u, d, t, or none."),
+        Field("max.batch.size", type="int", default=2048, minimum=1),
+        Field("poll.interval.ms", type="int", default=500, minimum=0),
+    ]
+)

@@ -1,0 +1,293 @@
+"""Debezium's PostgreSQL connector, in Python: one task per database, each with its own slot,
+offsets and replication connection."""
+
+from __future__ import annotations
+
+import logging
+import re
+import time
+from collections.abc import Iterator, Mapping
+from typing import Any
+
+import psycopg
+
+from airflow_cdc.engine.config import Config
+from airflow_cdc.engine.connector import SourceConnector, SourceTask, TaskContext
+from airflow_cdc.engine.errors import CdcError, ConfigProblem
+from airflow_cdc.engine.records import Offset, SourceRecord
+from airflow_cdc.engine.sources.postgres import catalog as cat
+from airflow_cdc.engine.sources.postgres import pgoutput
+from airflow_cdc.engine.sources.postgres.changes import ChangeBuilder, plan_table
+from airflow_cdc.engine.sources.postgres.config import POSTGRES_CONFIG
+from airflow_cdc.engine.sources.postgres.snapshot import SnapshotReader
+from airflow_cdc.engine.sources.postgres.stream import ReplicationStream, SlotActiveError
+from airflow_cdc.engine.sources.postgres.types import SESSION_OPTIONS, ValueModes
+
+log = logging.getLogger(__name__)
+
+HEARTBEAT_PREFIX = "airflow-cdc-heartbeat"
+#: How often an idle stream turns a server keepalive into a flush position.
+KEEPALIVE_MARKER_S = 1.0
+
+
+class PostgresConnector(SourceConnector):
+    config_def = POSTGRES_CONFIG
+
+    def validate(self, config: Config) -> list[ConfigProblem]:
+        values, problems = self.config_def.check(config)
+        if not problems and not values["database.dbname"] and not values["database.names"]:
+            problems.append(
+                ConfigProblem(
+                    "database.dbname",
+                    "is required (or database.names for several)",
+                    "set database.dbname=<database to capture>",
+                )
+            )
+        return problems
+
+    def task_class(self) -> type[SourceTask]:
+        return PostgresTask
+
+    def task_configs(self, max_tasks: int) -> list[Config]:
+        values = self.config_def.validate(self.config)
+        databases = values["database.names"] or [values["database.dbname"]]
+        if max_tasks < len(databases):
+            raise CdcError(
+                f"tasks.max={max_tasks} but database.names lists {len(databases)} databases: "
+                f"set tasks.max to at least {len(databases)} (one task per database)"
+            )
+        several = len(databases) > 1
+        return [
+            self.config.with_(**{"postgres.task.database": db, "postgres.task.several": several}) for db in databases
+        ]
+
+
+def _slot_name(base: str, database: str, several: bool) -> str:
+    if not several:
+        return base
+    return re.sub(r"[^a-z0-9_]", "_", f"{base}_{database}".lower())[:63]
+
+
+class PostgresTask(SourceTask):
+    def start(self, context: TaskContext) -> None:
+        s = POSTGRES_CONFIG.validate(context.config)
+        self.settings = s
+        self.database = str(context.config["postgres.task.database"])
+        several = bool(context.config.get("postgres.task.several"))
+        prefix = s["topic.prefix"]
+        self.partition: dict[str, Any] = (
+            {"server": prefix, "database": self.database} if several else {"server": prefix}
+        )
+        self.slot = _slot_name(s["slot.name"], self.database, several)
+        self.publication = s["publication.name"]
+        self.conninfo = psycopg.conninfo.make_conninfo(
+            host=s["database.hostname"],
+            port=str(s["database.port"]),
+            user=s["database.user"],
+            password=s["database.password"] or None,
+            dbname=self.database,
+            sslmode=s["database.sslmode"],
+            options=SESSION_OPTIONS,
+            application_name=f"airflow-cdc-{context.engine_name}",
+        )
+        self.stream: ReplicationStream | None = None
+        self.snapshot: SnapshotReader | None = None
+        self._batches: Iterator[list[SourceRecord]] | None = None
+        self.catalog_conn = _connect(self.conninfo)
+        cat.check_server(self.catalog_conn)
+        self.filters = cat.TableFilter(s["table.include.list"], s["table.exclude.list"], s["column.exclude.list"])
+        tables = cat.captured_tables(self.catalog_conn, self.filters)
+        cat.ensure_publication(self.catalog_conn, self.publication, s["publication.autocreate.mode"], tables)
+        self.catalog = cat.Catalog(self.catalog_conn)
+        modes = ValueModes(
+            s["decimal.handling.mode"],
+            s["time.precision.mode"],
+            s["binary.handling.mode"],
+            s["interval.handling.mode"],
+            s["money.fraction.digits"],
+        )
+        self.modes = modes
+        offset = context.offset(self.partition)
+
+        def topic(schema: str, table: str) -> str:
+            return ".".join((prefix, self.database, schema, table) if several else (prefix, schema, table))
+
+        self.builder = ChangeBuilder(
+            server=prefix,
+            database=self.database,
+            partition=self.partition,
+            topic=topic,
+            catalog=self.catalog,
+            modes=modes,
+            filters=self.filters,
+            tombstones=s["tombstones.on.delete"],
+            skipped=frozenset(op for op in s["skipped.operations"] if op != "none"),
+            resume=offset,
+        )
+        self.stream = ReplicationStream.connect(self.conninfo)
+        self._position(offset, tables)
+        self._last_activity = time.monotonic()
+        self._last_keepalive_marker = 0.0
+
+    # -- where to begin -------------------------------------------------------------------------
+    def _position(self, offset: Offset | None, tables: list[cat.TableColumns]) -> None:
+        assert self.stream is not None
+        mode = self.settings["snapshot.mode"]
+        state = cat.slot_state(self.catalog_conn, self.slot)
+        if state is not None and state.active:
+            raise SlotActiveError(
+                f"replication slot {self.slot!r} is active for PID {state.active_pid}: stop the "
+                "other consumer or set a different slot.name"
+            )
+        unfinished = offset is not None and bool(offset.get("snapshot"))
+        needs_snapshot = (
+            mode == "always"
+            or (mode in ("initial", "initial_only", "when_needed") and (offset is None or unfinished))
+            or (mode == "when_needed" and state is None)
+        )
+        if needs_snapshot:
+            if state is not None:
+                cat.drop_slot(self.catalog_conn, self.slot)  # its exported snapshot is gone: start over
+            consistent, snapshot_name = self.stream.create_slot(self.slot, export_snapshot=True)
+            assert snapshot_name is not None
+            log.info(
+                "postgres %s: snapshot of %d table(s) at %s",
+                self.database,
+                len(tables),
+                pgoutput.format_lsn(consistent),
+            )
+            self.snapshot = SnapshotReader(self.conninfo, snapshot_name, consistent, self.builder)
+            plans = [
+                (
+                    t,
+                    plan_table(
+                        t.schema,
+                        t.name,
+                        self.builder_topic(t),
+                        list(t.columns),
+                        self.catalog.primary_key(t.oid),
+                        catalog=self.catalog,
+                        modes=self.modes,
+                        filters=self.filters,
+                    ),
+                )
+                for t in tables
+            ]
+            self._batches = self.snapshot.batches(plans, self.settings["max.batch.size"])
+            return
+        if state is None:
+            if offset is not None:
+                since = pgoutput.format_lsn(int(offset.get("lsn_commit") or 0))
+                raise CdcError(
+                    f"replication slot {self.slot!r} no longer exists but offsets were stored: changes since "
+                    f"{since} are lost. Use snapshot.mode=when_needed to re-snapshot, or reset the offsets"
+                )
+            consistent, _ = self.stream.create_slot(self.slot, export_snapshot=False)
+            self.builder.last_completed = consistent
+        if mode != "initial_only":
+            self._start_streaming()
+
+    def builder_topic(self, table: cat.TableColumns) -> str:
+        return self.builder._topic(table.schema, table.name)
+
+    def _start_streaming(self) -> None:
+        assert self.stream is not None
+        self.stream.start(self.slot, self.publication, self.builder.last_completed)
+        log.info(
+            "postgres %s: streaming slot %s from %s",
+            self.database,
+            self.slot,
+            pgoutput.format_lsn(self.builder.last_completed),
+        )
+
+    # -- polling --------------------------------------------------------------------------------
+    def poll(self) -> list[SourceRecord]:
+        if self._batches is not None:
+            return self._poll_snapshot()
+        if self.stream is None or not self.stream._streaming:
+            time.sleep(self.settings["poll.interval.ms"] / 1000)  # initial_only: nothing more to do
+            return []
+        return self._poll_stream()
+
+    def _poll_snapshot(self) -> list[SourceRecord]:
+        assert self._batches is not None and self.snapshot is not None
+        batch = next(self._batches, None)
+        if batch is None or (batch and batch[-1].offset.get("snapshot_completed")):
+            log.info("postgres %s: snapshot done, %d rows", self.database, self.snapshot.rows)
+            self.snapshot.close()
+            self.snapshot, self._batches = None, None
+            if self.settings["snapshot.mode"] != "initial_only":
+                self._start_streaming()
+        return batch or []
+
+    def _poll_stream(self) -> list[SourceRecord]:
+        assert self.stream is not None
+        records: list[SourceRecord] = []
+        deadline = time.monotonic() + self.settings["poll.interval.ms"] / 1000
+        limit = self.settings["max.batch.size"]
+        while len(records) < limit:
+            message = self.stream.read(0 if records else max(0.0, deadline - time.monotonic()))
+            if message is None:
+                break
+            if isinstance(message, pgoutput.XLogData):
+                records.extend(self.builder.handle(pgoutput.decode(message.payload), message.start_lsn))
+            elif self._keepalive_may_advance(message.wal_end):
+                records.append(self.builder.marker(message.wal_end))
+        if any(r.topic for r in records):
+            self._last_activity = time.monotonic()
+        self._maybe_heartbeat()
+        return records
+
+    def _keepalive_may_advance(self, wal_end: int) -> bool:
+        # Between transactions, the server's WAL end is a safe flush position: whatever is still
+        # uncommitted will commit later, at a higher LSN, and be streamed then.
+        now = time.monotonic()
+        if self.builder.in_transaction or wal_end <= self.builder.last_completed:
+            return False
+        if now - self._last_keepalive_marker < KEEPALIVE_MARKER_S:
+            return False
+        self._last_keepalive_marker = now
+        return True
+
+    def _maybe_heartbeat(self) -> None:
+        interval = self.settings["heartbeat.interval.ms"] / 1000
+        if not interval or time.monotonic() - self._last_activity < interval:
+            return
+        self._last_activity = time.monotonic()
+        # A WAL record in this database, so the slot's position moves even when it sees nothing
+        # else (other databases writing WAL, or every change filtered out).
+        self.catalog_conn.execute("select pg_logical_emit_message(false, %s, '')", (HEARTBEAT_PREFIX,))
+        if self.settings["heartbeat.action.query"]:
+            self.catalog_conn.execute(self.settings["heartbeat.action.query"])
+
+    def commit(self, offsets: Mapping[str, Offset]) -> None:
+        if self.stream is None:
+            return
+        for offset in offsets.values():
+            flushed = offset.get("lsn_commit")
+            if isinstance(flushed, int) and not offset.get("snapshot"):
+                self.stream.confirm(flushed)
+
+    def stop(self) -> None:
+        stream, self.stream = getattr(self, "stream", None), None
+        if stream is not None:
+            stream.close()  # first: the slot becomes inactive
+        snapshot = getattr(self, "snapshot", None)
+        if snapshot is not None:
+            snapshot.close()
+        conn = getattr(self, "catalog_conn", None)
+        if conn is not None:
+            try:
+                if self.settings["slot.drop.on.stop"]:
+                    cat.drop_slot(conn, self.slot)
+            finally:
+                conn.close()
+
+
+def _connect(conninfo: str) -> psycopg.Connection[tuple[Any, ...]]:
+    from airflow_cdc.engine.errors import RetriableError
+
+    try:
+        return psycopg.connect(conninfo, autocommit=True)
+    except psycopg.OperationalError as exc:
+        raise RetriableError(f"cannot connect to PostgreSQL: {exc}") from exc

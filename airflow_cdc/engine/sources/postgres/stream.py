@@ -1,0 +1,161 @@
+"""The logical replication stream over a psycopg 3 ``replication="database"`` connection.
+
+psycopg 3.3 runs ``START_REPLICATION`` and leaves the connection in COPY BOTH; this module reads
+the CopyData through the low-level ``pgconn`` (XLogData and keepalives, decoded by the sans-IO
+:mod:`pgoutput` module) and writes standby status updates. The LSN it reports as flushed is
+only ever what the engine committed after the sink acknowledged it.
+"""
+
+from __future__ import annotations
+
+import logging
+import select
+import time
+
+import psycopg
+from psycopg import pq
+
+from airflow_cdc.engine.errors import CdcError, RetriableError
+from airflow_cdc.engine.sources.postgres import pgoutput
+from airflow_cdc.engine.sources.postgres.pgoutput import Keepalive, XLogData
+
+log = logging.getLogger(__name__)
+
+#: Send a status update at least this often, well inside the server's wal_sender_timeout.
+STATUS_INTERVAL_S = 10.0
+
+
+def _quote_ident(name: str) -> str:
+    return '"' + name.replace('"', '""') + '"'
+
+
+class ReplicationStream:
+    """One replication connection streaming one slot."""
+
+    def __init__(self, conn: psycopg.Connection[tuple[object, ...]]) -> None:
+        self._conn = conn
+        self._pgconn = conn.pgconn
+        self.flushed_lsn = 0
+        self.received_lsn = 0
+        self._last_status = 0.0
+        self._streaming = False
+
+    @classmethod
+    def connect(cls, conninfo: str) -> ReplicationStream:
+        try:
+            conn = psycopg.connect(conninfo, replication="database", autocommit=True)
+        except psycopg.OperationalError as exc:
+            raise RetriableError(f"cannot open a replication connection: {exc}") from exc
+        return cls(conn)
+
+    @property
+    def connection(self) -> psycopg.Connection[tuple[object, ...]]:
+        return self._conn
+
+    def create_slot(self, slot: str, *, export_snapshot: bool) -> tuple[int, str | None]:
+        """CREATE_REPLICATION_SLOT ... pgoutput: the consistent point, and the exported snapshot
+        name (valid until this connection runs its next command)."""
+        action = "EXPORT_SNAPSHOT" if export_snapshot else "NOEXPORT_SNAPSHOT"
+        row = self._conn.execute(f"CREATE_REPLICATION_SLOT {_quote_ident(slot)} LOGICAL pgoutput {action}").fetchone()
+        assert row is not None
+        return pgoutput.parse_lsn(str(row[1])), (str(row[2]) if row[2] else None)
+
+    def start(self, slot: str, publication: str, start_lsn: int) -> None:
+        options = f"proto_version '1', publication_names '{publication.replace(chr(39), chr(39) * 2)}', messages 'true'"
+        command = f"START_REPLICATION SLOT {_quote_ident(slot)} LOGICAL {pgoutput.format_lsn(start_lsn)} ({options})"
+        self._pgconn.send_query(command.encode())
+        while self._pgconn.is_busy():
+            self._wait(1.0)
+            self._pgconn.consume_input()
+        result = self._pgconn.get_result()
+        if result is None or result.status != pq.ExecStatus.COPY_BOTH:
+            message = result.error_message.decode(errors="replace") if result is not None else "no result"
+            raise _classify(message)
+        self._streaming = True
+        self.flushed_lsn = max(self.flushed_lsn, start_lsn)
+        self.received_lsn = max(self.received_lsn, start_lsn)
+
+    def _wait(self, timeout: float) -> None:
+        readable, _, _ = select.select([self._pgconn.socket], [], [], timeout)
+        del readable
+
+    def read(self, timeout: float) -> XLogData | Keepalive | None:
+        """The next message, or None after ``timeout`` seconds without one."""
+        deadline = time.monotonic() + timeout
+        while True:
+            try:
+                size, data = self._pgconn.get_copy_data(1)
+            except psycopg.OperationalError as exc:
+                raise RetriableError(f"replication connection lost: {exc}") from exc
+            if size > 0:
+                message = pgoutput.decode_copy_data(data)
+                if isinstance(message, XLogData):
+                    self.received_lsn = max(self.received_lsn, message.wal_end, message.start_lsn)
+                elif message.reply_requested:
+                    self.send_status(reply=False)
+                self._maybe_send_status()
+                return message
+            if size == -1:
+                result = self._pgconn.get_result()
+                detail = result.error_message.decode(errors="replace") if result is not None else ""
+                raise RetriableError(f"the server ended the replication stream: {detail or 'no reason given'}")
+            if size < -1:
+                raise RetriableError(f"replication stream error: {self._pgconn.error_message.decode(errors='replace')}")
+            self._maybe_send_status()
+            remaining = deadline - time.monotonic()
+            if remaining <= 0:
+                return None
+            self._wait(min(remaining, 1.0))
+            try:
+                self._pgconn.consume_input()
+            except psycopg.OperationalError as exc:
+                raise RetriableError(f"replication connection lost: {exc}") from exc
+
+    def confirm(self, flushed_lsn: int) -> None:
+        """The engine durably committed everything up to ``flushed_lsn``: tell the server."""
+        if flushed_lsn > self.flushed_lsn:
+            self.flushed_lsn = flushed_lsn
+            self.send_status()
+
+    def send_status(self, reply: bool = False) -> None:
+        if not self._streaming:
+            return
+        written = max(self.received_lsn, self.flushed_lsn)
+        message = pgoutput.standby_status_update(
+            written, self.flushed_lsn, self.flushed_lsn, time.time_ns() // 1000, reply
+        )
+        try:
+            self._pgconn.put_copy_data(message)
+            self._pgconn.flush()
+        except psycopg.OperationalError as exc:
+            raise RetriableError(
+                f"replication connection lost while confirming {pgoutput.format_lsn(self.flushed_lsn)}: {exc}"
+            ) from exc
+        self._last_status = time.monotonic()
+
+    def _maybe_send_status(self) -> None:
+        if time.monotonic() - self._last_status >= STATUS_INTERVAL_S:
+            self.send_status()
+
+    def close(self) -> None:
+        """Close the connection: the slot becomes inactive at once."""
+        self._streaming = False
+        try:
+            self._conn.close()
+        except Exception as exc:  # closing a broken connection must not hide the real error
+            log.debug("closing the replication connection: %s", exc)
+
+
+class SlotActiveError(RetriableError):
+    """The slot is used by another connection (maybe a previous run not yet noticed dead)."""
+
+
+def _classify(message: str) -> CdcError:
+    if "is active for PID" in message:
+        return SlotActiveError(
+            f"replication slot is in use: {message.strip()}. Stop the other consumer, or set a different "
+            "slot.name; a crashed previous run frees it within wal_sender_timeout"
+        )
+    if "does not exist" in message:
+        return CdcError(f"{message.strip()}: create it, or let the connector create it (remove the stored offsets)")
+    return RetriableError(f"START_REPLICATION failed: {message.strip()}")
