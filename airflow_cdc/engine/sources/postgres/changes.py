@@ -139,20 +139,20 @@ class ChangeBuilder:
     def in_transaction(self) -> bool:
         return self.xid is not None
 
-    def offset(self, lsn: int, **extra: Any) -> dict[str, Any]:
+    def offset(self, lsn: int, event: int = 0) -> dict[str, Any]:
         return {
             "lsn": lsn,
             "lsn_proc": lsn,
+            "event": event,
             "lsn_commit": self.last_completed,
             "txId": self.xid,
             "ts_usec": self.commit_time_us,
-            **extra,
         }
 
     def marker(self, lsn: int) -> PositionMarker:
         """Everything up to ``lsn`` is complete: move the flush position there."""
         self.last_completed = max(self.last_completed, lsn)
-        return PositionMarker.at(self.partition, self.offset(self.last_completed))
+        return PositionMarker.at(self.partition, {**self.offset(self.last_completed), "txId": None})
 
     # -- messages ---------------------------------------------------------------------------
     def handle(self, message: pgoutput.PgOutputMessage, lsn: int) -> list[SourceRecord]:
@@ -194,11 +194,12 @@ class ChangeBuilder:
 
     def _row_change(self, message: pgoutput.Insert | pgoutput.Update | pgoutput.Delete, lsn: int) -> list[SourceRecord]:
         table = self.tables.get(message.relation_oid)
-        if table is None or self._already_delivered(lsn):
+        if table is None:
             return []
         records = self._records_of(table, message, lsn)
         if len(records) > 1:
             records = [r.replace(offset=self.offset(lsn, i)) for i, r in enumerate(records)]
+        if self._skip_xid is not None:
             records = [r for i, r in enumerate(records) if not self._already_delivered(lsn, i)]
         return records
 
