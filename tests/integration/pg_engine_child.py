@@ -1,0 +1,39 @@
+"""Child process: a PostgreSQL engine writing every event it delivers to an append-only log.
+argv: config JSON, log path, offsets path. SIGTERM stops it cleanly."""
+
+from __future__ import annotations
+
+import json
+import os
+import signal
+import sys
+
+from airflow_cdc.engine import Engine, JsonSerializer
+
+
+def main() -> None:
+    config, log_path, offsets = json.loads(sys.argv[1]), sys.argv[2], sys.argv[3]
+    log = os.open(log_path, os.O_WRONLY | os.O_CREAT | os.O_APPEND, 0o644)
+    os.write(log, f"run {os.getpid()}\n".encode())
+
+    class Handler:
+        def handle_batch(self, records, committer) -> None:
+            lines = []
+            for item in records:
+                key = item.key.decode() if item.key else "null"
+                value = item.value.decode() if item.value else "null"
+                lines.append(f'{{"key":{key},"value":{value}}}\n'.encode())
+            os.write(log, b"".join(lines))  # one write: the lines land whole, even under kill -9
+            committer.mark_all_processed()
+
+    engine = Engine(
+        {**config, "offset.storage": "file", "offset.storage.file.filename": offsets},
+        batch_handler=Handler(),
+        serializer=JsonSerializer(),
+    )
+    signal.signal(signal.SIGTERM, lambda *_: engine.close())
+    engine.run()
+
+
+if __name__ == "__main__":
+    main()
