@@ -63,8 +63,9 @@ def create_load_table(conn: psycopg.Connection[Any], rows: int) -> None:
 class WriteLoad:
     """Random inserts, updates and deletes in small transactions, on its own thread."""
 
-    def __init__(self, dsn: str, first_new_id: int, seed: int = 1) -> None:
+    def __init__(self, dsn: str, first_new_id: int, seed: int = 1, *, deletes: bool = True) -> None:
         self._dsn, self._next_id, self._rng = dsn, first_new_id, random.Random(seed)
+        self._deletes = deletes
         self._stop = threading.Event()
         self.transactions = 0
         self._thread = threading.Thread(target=self._run, daemon=True)
@@ -100,7 +101,7 @@ class WriteLoad:
         if roll < 0.4:
             conn.execute("insert into t values (%s, %s, %s)", (self._next_id, f"new{self._next_id}", self._next_id))
             self._next_id += 1
-        elif roll < 0.8:
+        elif roll < 0.8 or not self._deletes:
             conn.execute("update t set v = v || 'x', n = n + 1 where id = %s", (target,))
         else:
             conn.execute("delete from t where id = %s", (target,))

@@ -1,62 +1,73 @@
-"""Free loopback ports and readiness polling."""
+"""Free loopback ports for the test servers.
+
+Ports are picked OUTSIDE the kernel's ephemeral range (``ip_local_port_range``): the kernel
+hands ephemeral ports to outgoing connections, so a port from that range may be taken by some
+client between our check and the server's bind, or while a broker is stopped and about to be
+restarted on the same port. Outside that range only another server binding on purpose can
+race us, and the services retry with another port when their bind fails.
+"""
 
 from __future__ import annotations
 
+import random
 import socket
-import subprocess
-import time
-from collections.abc import Callable
+import threading
 from pathlib import Path
 
-
-class ServiceError(RuntimeError):
-    """A test server failed to start or stop; the message carries its log tail."""
-
-
-def free_port() -> int:
-    with socket.socket(socket.AF_INET, socket.SOCK_STREAM) as sock:
-        sock.bind(("127.0.0.1", 0))
-        return int(sock.getsockname()[1])
+_LOWEST = 20000
+_handed_out: set[int] = set()
+_lock = threading.Lock()
+_random = random.Random()
 
 
-def port_open(port: int, host: str = "127.0.0.1") -> bool:
+def ephemeral_range() -> tuple[int, int]:
     try:
-        with socket.create_connection((host, port), timeout=0.2):
+        low, high = Path("/proc/sys/net/ipv4/ip_local_port_range").read_text().split()
+        return int(low), int(high)
+    except (OSError, ValueError):
+        return 32768, 60999
+
+
+def _candidates() -> range:
+    low, high = ephemeral_range()
+    if low - _LOWEST >= 1000:
+        return range(_LOWEST, low)
+    if 65535 - high >= 1000:
+        return range(high + 1, 65536)
+    return range(0)  # no room outside the ephemeral range: let the kernel choose
+
+
+def port_is_free(port: int, host: str = "127.0.0.1") -> bool:
+    with socket.socket(socket.AF_INET, socket.SOCK_STREAM) as sock:
+        try:
+            sock.bind((host, port))
+        except OSError:
+            return False
+    return True
+
+
+def free_port(host: str = "127.0.0.1") -> int:
+    """A port nothing listens on now, not handed out before by this process."""
+    candidates = _candidates()
+    with _lock:
+        for _ in range(200):
+            if not candidates:
+                break
+            port = _random.choice(candidates)
+            if port not in _handed_out and port_is_free(port, host):
+                _handed_out.add(port)
+                return port
+        with socket.socket(socket.AF_INET, socket.SOCK_STREAM) as sock:
+            sock.bind((host, 0))
+            port = int(sock.getsockname()[1])
+        _handed_out.add(port)
+        return port
+
+
+def port_open(port: int, host: str = "127.0.0.1", timeout: float = 0.5) -> bool:
+    """Whether something accepts TCP connections on ``host:port``."""
+    try:
+        with socket.create_connection((host, port), timeout=timeout):
             return True
     except OSError:
         return False
-
-
-def log_tail(path: Path, lines: int = 30) -> str:
-    try:
-        return "\n".join(path.read_text(errors="replace").splitlines()[-lines:])
-    except OSError:
-        return f"(no log at {path})"
-
-
-def wait_ready(
-    ready: Callable[[], bool], *, timeout: float, what: str, process: subprocess.Popen[bytes] | None, log: Path
-) -> None:
-    """Poll ``ready`` until true; fail early if ``process`` died, with the log tail."""
-    deadline = time.monotonic() + timeout
-    while time.monotonic() < deadline:
-        if process is not None and process.poll() is not None:
-            raise ServiceError(f"{what} exited with {process.returncode} while starting:\n{log_tail(log)}")
-        try:
-            if ready():
-                return
-        except Exception:  # not ready yet: any error from a half-started server means "poll again"
-            pass
-        time.sleep(0.05)
-    raise ServiceError(f"{what} not ready within {timeout}s:\n{log_tail(log)}")
-
-
-def stop_process(process: subprocess.Popen[bytes], sig: int, timeout: float = 15.0) -> None:
-    if process.poll() is not None:
-        return
-    process.send_signal(sig)
-    try:
-        process.wait(timeout)
-    except subprocess.TimeoutExpired:
-        process.kill()
-        process.wait(timeout)

@@ -1,0 +1,183 @@
+"""Process plumbing shared by the test servers: errors, readiness polling, stopping, and
+cleanup of directories and processes left behind by a test run that was killed."""
+
+from __future__ import annotations
+
+import atexit
+import contextlib
+import os
+import shutil
+import signal
+import subprocess
+import tempfile
+import time
+import weakref
+from collections.abc import Callable
+from pathlib import Path
+from typing import Protocol
+
+#: Every service directory is ``$TMPDIR/cdc-test-<kind>-XXXXXXXX``.
+DIR_PREFIX = "cdc-test-"
+
+
+class ServiceError(RuntimeError):
+    """A test server failed to start, answer or stop; the message carries its log tail."""
+
+
+class BinaryNotFound(ServiceError):
+    """The server's program is not installed. The only failure a fixture turns into a skip."""
+
+
+class ServiceExited(ServiceError):
+    """The server process exited while starting; ``log`` is its log tail."""
+
+    def __init__(self, what: str, returncode: int | None, log: str) -> None:
+        super().__init__(f"{what} exited with code {returncode} while starting; log tail:\n{log}")
+        self.log = log
+
+
+def log_tail(path: Path | None, lines: int = 40) -> str:
+    if path is None:
+        return "(no log)"
+    try:
+        text = path.read_text(errors="replace")
+    except OSError as exc:
+        return f"(cannot read {path}: {exc})"
+    return "\n".join(text.splitlines()[-lines:]) or f"({path} is empty)"
+
+
+def wait_until(
+    check: Callable[[], bool],
+    *,
+    timeout: float,
+    what: str,
+    process: subprocess.Popen[bytes] | None = None,
+    log_path: Path | None = None,
+    interval: float = 0.05,
+) -> float:
+    """Poll ``check`` until it returns true; return the seconds waited.
+
+    Any exception from ``check`` means "not yet" (a half-started server refuses or resets
+    connections). Fails at once with the log tail if ``process`` exits, and at the deadline
+    with the last error seen and the log tail.
+    """
+    started = time.monotonic()
+    deadline = started + timeout
+    last_error: BaseException | None = None
+    while True:
+        if process is not None and process.poll() is not None:
+            raise ServiceExited(what, process.returncode, log_tail(log_path))
+        try:
+            if check():
+                return time.monotonic() - started
+            last_error = None
+        except Exception as exc:
+            last_error = exc
+        if time.monotonic() >= deadline:
+            raise ServiceError(
+                f"{what} not ready after {timeout:.0f}s (last check error: {last_error!r}); "
+                f"log tail ({log_path}):\n{log_tail(log_path)}"
+            )
+        time.sleep(interval)
+
+
+def stop_process(process: subprocess.Popen[bytes], sig: int, *, timeout: float) -> None:
+    """Send ``sig`` and wait up to ``timeout``; then SIGKILL. Always reaps the process."""
+    if process.poll() is not None:
+        return
+    with contextlib.suppress(ProcessLookupError):
+        process.send_signal(sig)
+    try:
+        process.wait(timeout)
+    except subprocess.TimeoutExpired:
+        with contextlib.suppress(ProcessLookupError):
+            process.kill()
+        process.wait(30)
+
+
+# --- identity of processes, so a later run can clean up after a killed one -----------------
+
+
+def _process_token(pid: int) -> str | None:
+    """``pid:starttime`` (starttime from /proc, so a reused pid never matches)."""
+    try:
+        stat = Path(f"/proc/{pid}/stat").read_text()
+    except OSError:
+        return None
+    return f"{pid}:{stat.rsplit(')', 1)[1].split()[19]}"
+
+
+def _alive(token: str) -> bool:
+    pid = token.split(":", 1)[0]
+    return pid.isdigit() and _process_token(int(pid)) == token
+
+
+def make_service_dir(kind: str) -> Path:
+    """A fresh private directory, tagged with this process as its owner."""
+    directory = Path(tempfile.mkdtemp(prefix=f"{DIR_PREFIX}{kind}-"))
+    (directory / "owner").write_text(_process_token(os.getpid()) or str(os.getpid()))
+    return directory
+
+
+def record_server(directory: Path, pid: int) -> None:
+    token = _process_token(pid)
+    if token:
+        (directory / "server").write_text(token)
+
+
+def sweep_stale(kind: str, stop_signal: int = signal.SIGTERM) -> list[Path]:
+    """Stop the server and delete the directory of every ``kind`` service whose owning process
+    is gone (a run killed with SIGKILL cannot clean up). Only the exact process recorded in
+    the directory (same pid and start time) is ever signalled."""
+    swept = []
+    for directory in Path(tempfile.gettempdir()).glob(f"{DIR_PREFIX}{kind}-*"):
+        try:
+            owner = (directory / "owner").read_text().strip()
+        except OSError:
+            continue  # not ours, or still being created
+        if _alive(owner):
+            continue
+        with contextlib.suppress(OSError):
+            server = (directory / "server").read_text().strip()
+            if _alive(server):
+                _terminate(int(server.split(":", 1)[0]), server, stop_signal)
+        shutil.rmtree(directory, ignore_errors=True)
+        swept.append(directory)
+    return swept
+
+
+def _terminate(pid: int, token: str, sig: int, timeout: float = 10.0) -> None:
+    with contextlib.suppress(ProcessLookupError):
+        os.kill(pid, sig)
+    deadline = time.monotonic() + timeout
+    while _alive(token) and time.monotonic() < deadline:
+        time.sleep(0.05)
+    if _alive(token):
+        with contextlib.suppress(ProcessLookupError):
+            os.kill(pid, signal.SIGKILL)
+
+
+# --- close whatever is still open when the interpreter exits -----------------------------
+
+
+class _Closable(Protocol):
+    def close(self) -> None: ...
+
+
+_open_services: weakref.WeakSet[_Closable] = weakref.WeakSet()
+
+
+def track(service: _Closable) -> None:
+    """Close ``service`` at interpreter exit if nobody did (scripts, benchmarks, Ctrl-C)."""
+    _open_services.add(service)
+
+
+def untrack(service: _Closable) -> None:
+    _open_services.discard(service)
+
+
+@atexit.register
+def _close_all() -> None:
+    for service in list(_open_services):
+        with contextlib.suppress(Exception):
+            service.close()
