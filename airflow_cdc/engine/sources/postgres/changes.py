@@ -48,7 +48,25 @@ class TableSchema:
     columns: list[ColumnPlan]
     key: list[str]  # primary-key columns; empty: the record key is null
 
-    def row(self, values: tuple[ColumnValue, ...] | tuple[str | None, ...]) -> dict[str, Any]:
+    def __post_init__(self) -> None:
+        self._fast = [(c.name, c.index, c.convert) for c in self.columns]
+
+    def row(self, values: tuple[str | None, ...]) -> dict[str, Any]:
+        """A row of text values (COPY in a snapshot) as Debezium values."""
+        try:
+            return {n: None if (v := values[i]) is None else c(v) for n, i, c in self._fast}
+        except (ValueError, ArithmeticError, IndexError):
+            return self._careful_row(values)
+
+    def wire_row(self, values: tuple[ColumnValue, ...]) -> dict[str, Any]:
+        """A row of pgoutput tuple data (bytes, NULL, or unchanged TOAST) as Debezium values."""
+        try:
+            return {n: None if (v := values[i]) is None else c(v.decode()) for n, i, c in self._fast}  # type: ignore[union-attr]
+        except (ValueError, ArithmeticError, AttributeError, IndexError):
+            # An unchanged TOAST value has no decode(); odd values and short tuples land here too.
+            return self._careful_row(values)
+
+    def _careful_row(self, values: tuple[ColumnValue, ...] | tuple[str | None, ...]) -> dict[str, Any]:
         out: dict[str, Any] = {}
         for column in self.columns:
             raw = values[column.index] if column.index < len(values) else None
@@ -207,11 +225,11 @@ class ChangeBuilder:
         self, table: TableSchema, message: pgoutput.Insert | pgoutput.Update | pgoutput.Delete, lsn: int
     ) -> list[SourceRecord]:
         if isinstance(message, pgoutput.Insert):
-            return self._emit(table, Op.CREATE, None, table.row(message.new), lsn)
+            return self._emit(table, Op.CREATE, None, table.wire_row(message.new), lsn)
         if isinstance(message, pgoutput.Delete):
-            return self._delete(table, table.row(message.old), lsn)
-        after = table.row(message.new)
-        before = table.row(message.old) if message.old is not None else None
+            return self._delete(table, table.wire_row(message.old), lsn)
+        after = table.wire_row(message.new)
+        before = table.wire_row(message.old) if message.old is not None else None
         if before is not None and table.key and table.key_of(before) != table.key_of(after):
             # The primary key changed: like Debezium, a delete of the old key, then a create.
             return self._delete(table, before, lsn) + self._emit(table, Op.CREATE, None, after, lsn)

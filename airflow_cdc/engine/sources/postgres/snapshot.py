@@ -11,12 +11,11 @@ from __future__ import annotations
 import contextlib
 import time
 from collections.abc import Iterator
-from typing import Any
 
 import psycopg
 from psycopg import sql
 
-from airflow_cdc.engine.envelope import Op, change_envelope, source_info
+from airflow_cdc.engine.envelope import source_info
 from airflow_cdc.engine.records import PositionMarker, SourceRecord
 from airflow_cdc.engine.sources.postgres.catalog import TableColumns
 from airflow_cdc.engine.sources.postgres.changes import CONNECTOR, ChangeBuilder, TableSchema
@@ -38,37 +37,30 @@ class SnapshotReader:
         held: SourceRecord | None = None  # one record held back, to label the very last "last"
         batch: list[SourceRecord] = []
         for table, schema in tables:
-            columns = sql.SQL(", ").join(sql.Identifier(name) for name, _, _ in table.columns)
-            query = sql.SQL("copy (select {} from {}) to stdout").format(
-                columns, sql.Identifier(table.schema, table.name)
-            )
-            with self._conn.cursor() as cursor, cursor.copy(query) as copy:
-                for row in copy.rows():
-                    record = self._read_record(schema, row, first=self.rows == 0)
-                    self.rows += 1
-                    if held is not None:
-                        batch.append(held)
-                    held = record
+            for record in self._table_records(table, schema):
+                if held is not None:
+                    batch.append(held)
                     if len(batch) >= batch_size:
                         yield batch
                         batch = []
+                held = record
         if held is not None:
-            held.value["source"]["snapshot"] = "last"
-            held = held.replace(offset={**held.offset, "last_snapshot_record": True})
-            batch.append(held)
+            value = dict(held.value)
+            value["source"] = {**value["source"], "snapshot": "last"}
+            batch.append(held.replace(value=value, offset={**held.offset, "last_snapshot_record": True}))
         self._conn.rollback()
         marker = self._builder.marker(self.consistent_lsn)
         batch.append(PositionMarker.at(marker.partition, {**marker.offset, "snapshot_completed": True}))
         yield batch
 
-    def _read_record(self, schema: TableSchema, row: tuple[Any, ...], *, first: bool) -> SourceRecord:
-        after = schema.row(row)
+    def _table_records(self, table: TableColumns, schema: TableSchema) -> Iterator[SourceRecord]:
+        # Everything but the row is the same for every row of a table: built once, shared.
         source = source_info(
             connector=CONNECTOR,
             name=self._builder.server,
             ts_ns=self._started_ns,
             db=self._builder.database,
-            snapshot="first" if first else "true",
+            snapshot="true",
             sequence=None,
             schema=schema.schema,
             table=schema.name,
@@ -76,19 +68,42 @@ class SnapshotReader:
             lsn=self.consistent_lsn,
             xmin=None,
         )
-        value = change_envelope(Op.READ, before=None, after=after, source=source)
+        first_source = {**source, "snapshot": "first"}
         offset = {
             "lsn": self.consistent_lsn,
             "lsn_proc": self.consistent_lsn,
+            "event": 0,
             "lsn_commit": self.consistent_lsn,
             "txId": None,
             "ts_usec": self._started_ns // 1000,
             "snapshot": True,
             "last_snapshot_record": False,
         }
-        return SourceRecord(
-            schema.topic, schema.key_of(after), value, self._builder.partition, offset, self._started_ns // 1_000_000
+        topic, partition, ts_ms, key_of, row_of = (
+            schema.topic,
+            self._builder.partition,
+            self._started_ns // 1_000_000,
+            schema.key_of,
+            schema.row,
         )
+        columns = sql.SQL(", ").join(sql.Identifier(name) for name, _, _ in table.columns)
+        query = sql.SQL("copy (select {} from {}) to stdout").format(columns, sql.Identifier(table.schema, table.name))
+        with self._conn.cursor() as cursor, cursor.copy(query) as copy:
+            for row in copy.rows():
+                after = row_of(row)
+                now = time.time_ns()
+                value = {
+                    "before": None,
+                    "after": after,
+                    "source": first_source if self.rows == 0 else source,
+                    "transaction": None,
+                    "op": "r",
+                    "ts_ms": now // 1_000_000,
+                    "ts_us": now // 1_000,
+                    "ts_ns": now,
+                }
+                self.rows += 1
+                yield SourceRecord(topic, key_of(after), value, partition, offset, ts_ms)
 
     def close(self) -> None:
         with contextlib.suppress(Exception):  # closing after an error must not mask it
