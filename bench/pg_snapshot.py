@@ -1,0 +1,183 @@
+"""Initial-snapshot throughput: the engine against psql's COPY of the same table (issue 3).
+
+A wide table (20 columns of mixed types) in a throwaway PostgreSQL. Baseline, same run:
+``psql -c "COPY (SELECT * FROM t ORDER BY id) TO STDOUT" > /dev/null`` - the server's raw output
+rate. The engine runs ``snapshot.mode=initial_only`` in a child process (events built, JSON
+serialized, into a discarding consumer), at two table sizes, and reports its peak RSS for each:
+it must not grow with the table. The last line is one JSON object with the ratio.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import resource
+import subprocess
+import sys
+import threading
+import time
+from pathlib import Path
+
+sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
+
+from airflow_cdc.engine import Engine, JsonSerializer
+from airflow_cdc.engine.testing import wait_until
+from tests.services.postgres import PostgresServer
+
+COLUMNS = """
+id int primary key, qty int, stock int, views bigint, rank smallint, flags int,
+price numeric(12,2), cost numeric(12,2), tax numeric(12,2),
+name text, sku text, city text, country text, note text,
+created timestamptz, updated timestamptz, active bool, archived bool, day date, tags text
+"""
+FILL = """
+insert into wide select g, g %% 1000, g %% 77, g * 3, g %% 100, g %% 7,
+    g * 0.5, g * 0.25, g * 0.05, 'name-' || g, 'sku-' || g, 'city-' || (g %% 500), 'country-' || (g %% 50),
+    repeat('n', 40), now(), now(), g %% 2 = 0, g %% 3 = 0, date '2024-01-01' + (g %% 365), 'a,b,c'
+from generate_series(%s, %s) g
+"""
+
+
+def fill(server: PostgresServer, database: str, rows: int) -> None:
+    with server.connect() as conn:
+        conn.execute(f'create database "{database}"')
+    with server.connect(database) as conn:
+        conn.execute(f"create table wide ({COLUMNS})")
+        for start in range(1, rows + 1, 100_000):
+            conn.execute(FILL, (start, min(start + 99_999, rows)))
+        conn.execute("vacuum analyze wide")
+
+
+def psql_copy(server: PostgresServer, database: str) -> float:
+    started = time.perf_counter()
+    with open("/dev/null", "wb") as sink:
+        subprocess.run(
+            [
+                str(server.bindir / "psql"),
+                "-h",
+                server.host,
+                "-p",
+                str(server.port),
+                "-U",
+                server.user,
+                "-d",
+                database,
+                "-c",
+                "COPY (SELECT * FROM wide ORDER BY id) TO STDOUT",
+            ],
+            stdout=sink,
+            check=True,
+        )
+    return time.perf_counter() - started
+
+
+def child(args: argparse.Namespace) -> None:
+    """Run in a fresh process: snapshot ``args.rows`` rows; print seconds and peak RSS."""
+    count = [0]
+
+    def consume(item: object) -> None:
+        count[0] += 1
+
+    engine = Engine(
+        {
+            "name": "snap",
+            "connector.class": "postgres",
+            "topic.prefix": "bench",
+            "database.hostname": args.host,
+            "database.port": args.port,
+            "database.user": args.user,
+            "database.dbname": args.database,
+            "slot.name": f"snap_{args.database}",
+            "snapshot.mode": "initial_only",
+            "offset.storage": "memory",
+            "heartbeat.interval.ms": 0,
+        },
+        consumer=consume,
+        serializer=JsonSerializer(),
+    )
+    thread = threading.Thread(target=engine.run)
+    started = time.perf_counter()
+    thread.start()
+    wait_until(lambda: count[0] >= args.rows, 3600, "snapshot delivered", interval=0.01)
+    elapsed = time.perf_counter() - started
+    engine.close(60)
+    thread.join(60)
+    print(
+        json.dumps(
+            {
+                "seconds": elapsed,
+                "rows": count[0],
+                "peak_rss_mb": resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024,
+            }
+        )
+    )
+
+
+def engine_snapshot(server: PostgresServer, database: str, rows: int) -> dict[str, float]:
+    out = subprocess.run(
+        [
+            sys.executable,
+            __file__,
+            "--child",
+            "--host",
+            server.host,
+            "--port",
+            str(server.port),
+            "--user",
+            server.user,
+            "--database",
+            database,
+            "--rows",
+            str(rows),
+        ],
+        capture_output=True,
+        text=True,
+        check=True,
+    )
+    return json.loads(out.stdout.strip().splitlines()[-1])
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    parser.add_argument("--quick", action="store_true", help="100k and 400k rows instead of 250k and 2M")
+    parser.add_argument("--child", action="store_true", help=argparse.SUPPRESS)
+    for name in ("host", "user", "database"):
+        parser.add_argument(f"--{name}", help=argparse.SUPPRESS)
+    parser.add_argument("--port", type=int, help=argparse.SUPPRESS)
+    parser.add_argument("--rows", type=int, help=argparse.SUPPRESS)
+    args = parser.parse_args()
+    if args.child:
+        child(args)
+        return
+    small, large = (100_000, 400_000) if args.quick else (250_000, 2_000_000)
+    with PostgresServer() as server:
+        fill(server, "small", small)
+        fill(server, "large", large)
+        psql_copy(server, "large")  # warm the cache for both sides
+        copy_s = psql_copy(server, "large")
+        small_run = engine_snapshot(server, "small", small)
+        large_run = engine_snapshot(server, "large", large)
+    base_rate, engine_rate = large / copy_s, large / large_run["seconds"]
+    print(f"psql COPY:       {large} rows in {copy_s:.2f}s = {base_rate:,.0f} rows/s")
+    print(f"engine snapshot: {large} rows in {large_run['seconds']:.2f}s = {engine_rate:,.0f} rows/s")
+    print(f"peak RSS: {small_run['peak_rss_mb']:.0f} MB at {small} rows, {large_run['peak_rss_mb']:.0f} MB at {large}")
+    print(
+        json.dumps(
+            {
+                "benchmark": "pg_snapshot",
+                "rows": large,
+                "events_per_s": round(engine_rate),
+                "baseline_events_per_s": round(base_rate),
+                "baseline": "psql COPY",
+                "ratio": round(engine_rate / base_rate, 3),
+                "peak_rss_mb": {
+                    str(small): round(small_run["peak_rss_mb"]),
+                    str(large): round(large_run["peak_rss_mb"]),
+                },
+            }
+        )
+    )
+
+
+if __name__ == "__main__":
+    main()
