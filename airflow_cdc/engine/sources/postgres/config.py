@@ -54,6 +54,7 @@ POSTGRES_CONFIG = ConfigDef(
         Field("tombstones.on.delete", type="bool", default=True),
         Field("skipped.operations", type="list", default=["t"], doc="Operations not emitted: c, u, d, t, or none."),
         Field("max.batch.size", type="int", default=2048, minimum=1),
+        Field("snapshot.fetch.size", type="int", default=2000, minimum=1, doc="Rows per fetch of the snapshot cursor."),
         Field("poll.interval.ms", type="int", default=500, minimum=0),
     ]
 )

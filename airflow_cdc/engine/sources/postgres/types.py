@@ -15,6 +15,7 @@ from __future__ import annotations
 import base64
 import datetime as dt
 import decimal
+from binascii import b2a_base64
 from collections.abc import Callable
 from dataclasses import dataclass
 from typing import Any
@@ -81,7 +82,7 @@ def _fixed_scale_decimal(scale: int) -> Converter:
         except ValueError:  # NaN, Infinity
             return slow(text)
         length = max(1, (unscaled.bit_length() + 8) // 8)
-        return base64.b64encode(unscaled.to_bytes(length, "big", signed=True)).decode("ascii")
+        return b2a_base64(unscaled.to_bytes(length, "big", signed=True), newline=False).decode("ascii")
 
     return convert
 
