@@ -11,6 +11,7 @@ from __future__ import annotations
 
 import argparse
 import json
+import statistics
 import subprocess
 import sys
 import threading
@@ -33,7 +34,8 @@ def workload(conn, changes: int) -> int:
     )
     for start in range(0, inserts, 1000):
         conn.execute(
-            "insert into orders select g, 'customer-' || g, g * 1.25, 'new', now() from generate_series(%s, %s) g",
+            "insert into orders select g, 'customer-' || g, g * 1.25, 'new', now() "
+            "from generate_series(%s::int, %s::int) g",
             (start + 1, min(start + 1000, inserts)),
         )
     for start in range(0, updates, 1000):
@@ -49,7 +51,10 @@ def workload(conn, changes: int) -> int:
     return inserts + updates + deletes
 
 
-def run_recvlogical(server: PostgresServer, endpos: str) -> float:
+REPEATS = 3
+
+
+def run_recvlogical(server: PostgresServer, endpos: str, slot: str) -> float:
     started = time.perf_counter()
     subprocess.run(
         [
@@ -63,7 +68,7 @@ def run_recvlogical(server: PostgresServer, endpos: str) -> float:
             "-d",
             "bench",
             "--slot",
-            "baseline",
+            slot,
             "--start",
             "--endpos",
             endpos,
@@ -80,7 +85,7 @@ def run_recvlogical(server: PostgresServer, endpos: str) -> float:
     return time.perf_counter() - started
 
 
-def run_engine(server: PostgresServer, changes: int) -> float:
+def run_engine(server: PostgresServer, changes: int, slot: str) -> float:
     count = [0]
 
     def consume(item) -> None:
@@ -95,7 +100,7 @@ def run_engine(server: PostgresServer, changes: int) -> float:
             "database.port": server.port,
             "database.user": server.user,
             "database.dbname": "bench",
-            "slot.name": "engine",
+            "slot.name": slot,
             "publication.name": "bench",
             "snapshot.mode": "no_data",
             "tombstones.on.delete": False,
@@ -126,15 +131,23 @@ def main() -> None:
             conn.execute("create database bench")
         with server.connect("bench") as conn:
             conn.execute("create publication bench for all tables")
-            conn.execute("select pg_create_logical_replication_slot('baseline', 'pgoutput')")
-            conn.execute("select pg_create_logical_replication_slot('engine', 'pgoutput')")
+            for i in range(REPEATS):  # every slot sees the same WAL
+                conn.execute("select pg_create_logical_replication_slot(%s, 'pgoutput')", (f"baseline{i}",))
+                conn.execute("select pg_create_logical_replication_slot(%s, 'pgoutput')", (f"engine{i}",))
             changes = workload(conn, wanted)
             endpos = conn.execute("select pg_current_wal_lsn()::text").fetchone()[0]
-        baseline_s = run_recvlogical(server, endpos)
-        engine_s = run_engine(server, changes)
+        baselines, engines = [], []
+        for i in range(REPEATS):  # alternate, so that machine noise hits both sides alike
+            baselines.append(run_recvlogical(server, endpos, f"baseline{i}"))
+            engines.append(run_engine(server, changes, f"engine{i}"))
+        baseline_s, engine_s = statistics.median(baselines), statistics.median(engines)
     base_rate, engine_rate = changes / baseline_s, changes / engine_s
-    print(f"pg_recvlogical: {changes} changes in {baseline_s:.2f}s = {base_rate:,.0f} changes/s")
-    print(f"engine:         {changes} changes in {engine_s:.2f}s = {engine_rate:,.0f} changes/s")
+    print(
+        f"pg_recvlogical runs: {', '.join(f'{x:.2f}s' for x in baselines)}; engine runs: "
+        f"{', '.join(f'{x:.2f}s' for x in engines)}"
+    )
+    print(f"pg_recvlogical: {changes} changes in {baseline_s:.2f}s = {base_rate:,.0f} changes/s (median)")
+    print(f"engine:         {changes} changes in {engine_s:.2f}s = {engine_rate:,.0f} changes/s (median)")
     print(
         json.dumps(
             {

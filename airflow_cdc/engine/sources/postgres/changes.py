@@ -17,9 +17,8 @@ from collections.abc import Callable
 from dataclasses import dataclass
 from typing import Any
 
-import orjson
-
-from airflow_cdc.engine.envelope import Op, change_envelope, source_info
+from airflow_cdc import __version__
+from airflow_cdc.engine.envelope import Op, change_envelope
 from airflow_cdc.engine.records import Offset, Partition, PositionMarker, SourceRecord
 from airflow_cdc.engine.sources.postgres import pgoutput
 from airflow_cdc.engine.sources.postgres.catalog import Catalog, TableFilter
@@ -147,6 +146,16 @@ class ChangeBuilder:
         self.xid: int | None = None
         self.commit_time_us = 0
         self.last_completed = int(resume["lsn_commit"]) if resume and resume.get("lsn_commit") else 0  # type: ignore[arg-type]
+        self._handlers: dict[type, Callable[[Any, int], list[SourceRecord]]] = {
+            pgoutput.Begin: self._begin,
+            pgoutput.Commit: self._commit,
+            pgoutput.Relation: self._on_relation,
+            pgoutput.Insert: self._row_change,
+            pgoutput.Update: self._row_change,
+            pgoutput.Delete: self._row_change,
+            pgoutput.Truncate: self._truncate,
+            pgoutput.Message: self._message,
+        }
         self._skip_xid: int | None = None
         self._skip_upto = (0, 0)
         if resume and resume.get("txId") is not None:
@@ -174,23 +183,25 @@ class ChangeBuilder:
 
     # -- messages ---------------------------------------------------------------------------
     def handle(self, message: pgoutput.PgOutputMessage, lsn: int) -> list[SourceRecord]:
-        if isinstance(message, pgoutput.Begin):
-            self.xid, self.commit_time_us = message.xid, message.commit_time_us
-            return []
-        if isinstance(message, pgoutput.Commit):
-            marker = self.marker(message.end_lsn)
-            self.xid = None
-            return [marker]
-        if isinstance(message, pgoutput.Relation):
-            self._relation(message)
-            return []
-        if isinstance(message, pgoutput.Insert | pgoutput.Update | pgoutput.Delete):
-            return self._row_change(message, lsn)
-        if isinstance(message, pgoutput.Truncate):
-            return self._truncate(message, lsn)
-        if isinstance(message, pgoutput.Message) and not message.transactional:
-            return [self.marker(message.lsn)]  # a heartbeat (or another client's message)
-        return []  # Type, Origin, transactional messages
+        handler = self._handlers.get(type(message))
+        return handler(message, lsn) if handler is not None else []  # Type, Origin, stream messages
+
+    def _begin(self, message: pgoutput.Begin, lsn: int) -> list[SourceRecord]:
+        self.xid, self.commit_time_us = message.xid, message.commit_time_us
+        return []
+
+    def _commit(self, message: pgoutput.Commit, lsn: int) -> list[SourceRecord]:
+        marker = self.marker(message.end_lsn)
+        self.xid = None
+        return [marker]
+
+    def _on_relation(self, message: pgoutput.Relation, lsn: int) -> list[SourceRecord]:
+        self._relation(message)
+        return []
+
+    def _message(self, message: pgoutput.Message, lsn: int) -> list[SourceRecord]:
+        # A non-transactional message is a heartbeat (or another client's message): a position.
+        return [] if message.transactional else [self.marker(message.lsn)]
 
     def _relation(self, rel: pgoutput.Relation) -> None:
         if not self._filters.table(rel.namespace, rel.name):
@@ -262,18 +273,23 @@ class ChangeBuilder:
         if op.value in self._skipped:
             return []
         ts_ns = self.commit_time_us * 1000
-        source = source_info(
-            connector=CONNECTOR,
-            name=self.server,
-            ts_ns=ts_ns,
-            db=self.database,
-            sequence=orjson.dumps([str(self.last_completed), str(lsn)]).decode(),
-            schema=table.schema,
-            table=table.name,
-            txId=self.xid,
-            lsn=lsn,
-            xmin=None,
-        )
+        # A literal, in Debezium's field order: the hottest dict of the stream.
+        source = {
+            "version": __version__,
+            "connector": CONNECTOR,
+            "name": self.server,
+            "ts_ms": ts_ns // 1_000_000,
+            "snapshot": "false",
+            "db": self.database,
+            "sequence": f'["{self.last_completed}","{lsn}"]',
+            "ts_us": ts_ns // 1_000,
+            "ts_ns": ts_ns,
+            "schema": table.schema,
+            "table": table.name,
+            "txId": self.xid,
+            "lsn": lsn,
+            "xmin": None,
+        }
         value = change_envelope(op, before=before, after=after, source=source)
         key = None if keyless else table.key_of(after if after is not None else before)
         return [SourceRecord(table.topic, key, value, self.partition, self.offset(lsn), ts_ns // 1_000_000)]

@@ -263,21 +263,48 @@ class _Reader:
             raise DecodeError(f"{len(self.data) - self.pos} unexpected trailing byte(s) after {what}")
 
     def tuple_data(self) -> tuple[ColumnValue, ...]:
-        count = self.int16()
+        # The hot path of streaming (one call per row image): locals and unpack_from instead of
+        # the reader's per-field methods, with the same bounds checks.
+        data, pos, size = self.data, self.pos, len(self.data)
+        if pos + 2 > size:
+            raise DecodeError(f"message truncated: no column count at offset {pos}")
+        count = _INT16.unpack_from(data, pos)[0]
         if count < 0:
             raise DecodeError(f"negative column count {count}")
+        pos += 2
         values: list[ColumnValue] = []
+        append = values.append
         for _ in range(count):
-            kind = self.byte()
-            if kind == 0x6E:  # 'n'
-                values.append(None)
+            if pos >= size:
+                raise DecodeError(f"message truncated: column {len(values)} missing at offset {pos}")
+            kind = data[pos]
+            pos += 1
+            if kind == 0x74 or kind == 0x62:  # 't' text, 'b' binary
+                if pos + 4 > size:
+                    raise DecodeError(f"message truncated: no value length at offset {pos}")
+                length = _INT32.unpack_from(data, pos)[0]
+                pos += 4
+                end = pos + length
+                if length < 0 or end > size:
+                    raise DecodeError(
+                        f"message truncated: value of {length} byte(s) at offset {pos}, have {size - pos}"
+                    )
+                append(data[pos:end])
+                pos = end
+            elif kind == 0x6E:  # 'n'
+                append(None)
             elif kind == 0x75:  # 'u'
-                values.append(UNCHANGED_TOAST)
-            elif kind in (0x74, 0x62):  # 't' text, 'b' binary
-                values.append(self._take(self.int32()))
+                append(UNCHANGED_TOAST)
             else:
-                raise DecodeError(f"unknown tuple column kind {kind!r} at offset {self.pos - 1}")
+                raise DecodeError(f"unknown tuple column kind {kind!r} at offset {pos - 1}")
+        self.pos = pos
         return tuple(values)
+
+
+_INT16 = struct.Struct("!h")
+_INT32 = struct.Struct("!i")
+_XLOG = struct.Struct("!QQq")
+_KEEPALIVE = struct.Struct("!QqB")
 
 
 # -- decoding --------------------------------------------------------------------------------
@@ -430,15 +457,21 @@ class Keepalive:
 
 
 def decode_copy_data(data: bytes | memoryview) -> XLogData | Keepalive:
-    reader = _Reader(data)
-    tag = reader.char()
-    if tag == "w":
-        return XLogData(reader.uint64(), reader.uint64(), pg_time_to_unix_us(reader.int64()), reader.rest())
-    if tag == "k":
-        message = Keepalive(reader.uint64(), pg_time_to_unix_us(reader.int64()), reader.byte() == 1)
-        reader.done("keepalive")
-        return message
-    raise DecodeError(f"unknown replication message type {tag!r}")
+    raw = bytes(data)
+    if not raw:
+        raise DecodeError("empty replication message")
+    tag = raw[0]
+    if tag == 0x77:  # 'w'
+        if len(raw) < 25:
+            raise DecodeError(f"XLogData truncated: {len(raw)} byte(s)")
+        start, end, clock = _XLOG.unpack_from(raw, 1)
+        return XLogData(start, end, pg_time_to_unix_us(clock), raw[25:])
+    if tag == 0x6B:  # 'k'
+        if len(raw) != 18:
+            raise DecodeError(f"keepalive must be 18 bytes, got {len(raw)}")
+        end, clock, reply = _KEEPALIVE.unpack_from(raw, 1)
+        return Keepalive(end, pg_time_to_unix_us(clock), reply == 1)
+    raise DecodeError(f"unknown replication message type {chr(tag)!r}")
 
 
 def standby_status_update(written: int, flushed: int, applied: int, now_unix_us: int, reply: bool = False) -> bytes:
