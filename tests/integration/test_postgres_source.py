@@ -170,6 +170,7 @@ def test_several_databases_run_one_task_each_with_their_own_slot(pg_server, pg_d
             with pg_server.connect(other) as conn:
                 conn.execute("insert into t values (99, 'x', 1)")
             wait_until(lambda: len(collected.snapshot()) == 7, 30, "two snapshots and one insert")
+            wait_until(lambda: all(task["offsets"] for task in engine.status()["tasks"]), 10, "both tasks committed")
             offsets = {key for task in engine.status()["tasks"] for key in task["offsets"]}
         topics = {(e["value"]["source"]["db"], e["value"]["op"]) for e in collected.snapshot()}
         assert topics == {(pg_database, "r"), (other, "r"), (other, "c")}

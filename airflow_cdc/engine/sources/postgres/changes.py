@@ -13,12 +13,13 @@ that transaction's records up to (``lsn``, ``event``) were delivered already and
 from __future__ import annotations
 
 import logging
+import time
 from collections.abc import Callable
 from dataclasses import dataclass
 from typing import Any
 
 from airflow_cdc import __version__
-from airflow_cdc.engine.envelope import Op, change_envelope
+from airflow_cdc.engine.envelope import Op
 from airflow_cdc.engine.records import Offset, Partition, PositionMarker, SourceRecord
 from airflow_cdc.engine.sources.postgres import pgoutput
 from airflow_cdc.engine.sources.postgres.catalog import Catalog, TableFilter
@@ -290,6 +291,16 @@ class ChangeBuilder:
             "lsn": lsn,
             "xmin": None,
         }
-        value = change_envelope(op, before=before, after=after, source=source)
+        now = time.time_ns()
+        value = {
+            "before": before,
+            "after": after,
+            "source": source,
+            "transaction": None,
+            "op": op.value,
+            "ts_ms": now // 1_000_000,
+            "ts_us": now // 1_000,
+            "ts_ns": now,
+        }
         key = None if keyless else table.key_of(after if after is not None else before)
         return [SourceRecord(table.topic, key, value, self.partition, self.offset(lsn), ts_ns // 1_000_000)]

@@ -231,14 +231,18 @@ class PostgresTask(SourceTask):
         records: list[SourceRecord] = []
         deadline = time.monotonic() + self.settings["poll.interval.ms"] / 1000
         limit = self.settings["max.batch.size"]
+        decode, handle = pgoutput.decode, self.builder.handle
         while len(records) < limit:
-            message = self.stream.read(0 if records else max(0.0, deadline - time.monotonic()))
-            if message is None:
+            messages = self.stream.read_many(
+                limit - len(records), 0 if records else max(0.0, deadline - time.monotonic())
+            )
+            if not messages:
                 break
-            if isinstance(message, pgoutput.XLogData):
-                records.extend(self.builder.handle(pgoutput.decode(message.payload), message.start_lsn))
-            elif self._keepalive_may_advance(message.wal_end):
-                records.append(self.builder.marker(message.wal_end))
+            for message in messages:
+                if type(message) is pgoutput.XLogData:
+                    records.extend(handle(decode(message.payload), message.start_lsn))
+                elif self._keepalive_may_advance(message.wal_end):
+                    records.append(self.builder.marker(message.wal_end))
         if any(r.topic for r in records):
             self._last_activity = time.monotonic()
         self._maybe_heartbeat()

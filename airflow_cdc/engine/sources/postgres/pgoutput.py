@@ -303,6 +303,7 @@ class _Reader:
 
 _INT16 = struct.Struct("!h")
 _INT32 = struct.Struct("!i")
+_UINT32 = struct.Struct("!I")
 _XLOG = struct.Struct("!QQq")
 _KEEPALIVE = struct.Struct("!QqB")
 
@@ -429,13 +430,18 @@ def decode(data: bytes | memoryview, *, in_stream: bool = False) -> PgOutputMess
     """Decode one pgoutput message. ``in_stream``: inside a v2 streamed transaction (between
     Stream Start and Stream Stop), where data messages carry the transaction id first."""
     reader = _Reader(data)
+    if not in_stream and reader.data[:1] == b"I" and reader.data[5:6] == b"N":  # the commonest message
+        reader.pos = 6
+        message: PgOutputMessage = Insert(_UINT32.unpack_from(reader.data, 1)[0], reader.tuple_data())
+        reader.done("Insert")
+        return message
     tag = reader.char()
     decoder = _DECODERS.get(tag)
     if decoder is None:
         raise DecodeError(f"unknown pgoutput message type {tag!r}")
-    message = decoder(reader, in_stream)
-    reader.done(type(message).__name__)
-    return message
+    decoded = decoder(reader, in_stream)
+    reader.done(type(decoded).__name__)
+    return decoded
 
 
 # -- the replication stream's CopyData -------------------------------------------------------

@@ -111,6 +111,31 @@ class ReplicationStream:
             except psycopg.OperationalError as exc:
                 raise RetriableError(f"replication connection lost: {exc}") from exc
 
+    def read_many(self, limit: int, timeout: float) -> list[XLogData | Keepalive]:
+        """Up to ``limit`` messages: whatever is buffered at once, else wait up to ``timeout``
+        for the first. Draining the buffer in one call keeps the per-message cost down."""
+        first = self.read(timeout)
+        if first is None:
+            return []
+        messages = [first]
+        get, decode = self._pgconn.get_copy_data, pgoutput.decode_copy_data
+        while len(messages) < limit:
+            try:
+                size, data = get(1)
+            except psycopg.OperationalError as exc:
+                raise RetriableError(f"replication connection lost: {exc}") from exc
+            if size <= 0:
+                break  # nothing buffered (or the end of the stream: read() reports it next time)
+            message = decode(data)
+            if isinstance(message, XLogData):
+                if message.wal_end > self.received_lsn:
+                    self.received_lsn = message.wal_end
+            elif message.reply_requested:
+                self.send_status()
+            messages.append(message)
+        self._maybe_send_status()
+        return messages
+
     def confirm(self, flushed_lsn: int) -> None:
         """The engine durably committed everything up to ``flushed_lsn``: tell the server."""
         if flushed_lsn > self.flushed_lsn:
