@@ -154,3 +154,44 @@ def test_huge_declared_lengths_fail_fast():
     # A 2 GiB length prefix must not allocate or wait for data: it is a truncation.
     with pytest.raises(DecodeError, match="truncated"):
         pg.decode(b"I" + struct.pack("!I", 1) + b"N" + struct.pack("!h", 1) + b"t" + struct.pack("!i", 2**31 - 1))
+
+
+def test_a_recorded_server_stream_decodes_to_what_the_sql_did():
+    """Bytes PostgreSQL 15 produced for tests/unit/data/record_pgoutput.py's statements."""
+    import json
+    from pathlib import Path
+
+    recorded = json.loads((Path(__file__).parent / "data" / "pgoutput_recorded.json").read_text())
+    decoded = [pg.decode(bytes.fromhex(m["hex"])) for m in recorded["messages"]]
+    kinds = [type(m).__name__ for m in decoded]
+    assert kinds == [
+        "Begin",
+        "Type",
+        "Relation",
+        "Insert",
+        "Insert",
+        "Commit",
+        "Begin",
+        "Update",
+        "Commit",
+        "Begin",
+        "Delete",
+        "Commit",
+        "Begin",
+        "Type",
+        "Relation",
+        "Truncate",
+        "Commit",
+    ]
+    relation = decoded[2]
+    assert (relation.namespace, relation.name, relation.replica_identity) == ("public", "rec", "f")
+    assert [c.name for c in relation.columns] == ["id", "note", "m"]
+    assert decoded[1].name == "mood" and relation.columns[2].type_oid == decoded[1].oid
+    assert decoded[3].new == (b"1", b"hello", b"happy") and decoded[4].new == (b"2", None, b"sad")
+    update = decoded[7]
+    assert update.old == (b"1", b"hello", b"happy") and update.new == (b"1", b"changed", b"happy")
+    assert not update.old_is_key_only  # replica identity full: the whole old row
+    assert decoded[10].old == (b"2", None, b"sad")
+    assert decoded[15].relation_oids == (relation.oid,)
+    for begin, commit in ((decoded[0], decoded[5]), (decoded[6], decoded[8]), (decoded[9], decoded[11])):
+        assert begin.final_lsn == commit.commit_lsn and commit.end_lsn > commit.commit_lsn
