@@ -1,0 +1,70 @@
+"""Options and failure paths of the PostgreSQL source: wal_level, column and table filters,
+slot.drop.on.stop, and the slot released when the engine fails."""
+
+from __future__ import annotations
+
+import pytest
+
+from airflow_cdc.engine import Engine, EngineFailedError, JsonSerializer
+from airflow_cdc.engine.sources.postgres.catalog import SourceSetupError
+from airflow_cdc.engine.testing import EngineRunner, wait_until
+from tests.services.postgres import PostgresServer
+
+from .pg_support import engine_config
+from .test_postgres_source import Collector
+
+
+def slot_row(pg_server, database, slot):
+    with pg_server.connect(database) as conn:
+        return conn.execute("select active from pg_replication_slots where slot_name = %s", (slot,)).fetchone()
+
+
+def test_a_server_without_logical_wal_level_says_how_to_fix_it():
+    with PostgresServer(settings={"wal_level": "replica"}) as server:
+        config = engine_config(server, "postgres", **{"errors.max.retries": 0})
+        with pytest.raises(EngineFailedError) as failed:
+            Engine(config, consumer=lambda r: None).run()
+    cause = failed.value.__cause__
+    assert isinstance(cause, SourceSetupError)
+    assert "wal_level is 'replica'" in str(cause) and "wal_level = logical" in str(cause)
+
+
+def test_excluded_tables_and_columns_are_not_captured(pg_server, pg_database):
+    with pg_server.connect(pg_database) as conn:
+        conn.execute("create table kept (id int primary key, secret text, v text)")
+        conn.execute("create table skipped (id int primary key)")
+    config = engine_config(
+        pg_server,
+        pg_database,
+        **{"table.exclude.list": r"public\.skipped", "column.exclude.list": r"public\.kept\.secret"},
+    )
+    collected = Collector()
+    with EngineRunner(Engine(config, consumer=collected, serializer=JsonSerializer())):
+        with pg_server.connect(pg_database) as conn:
+            conn.execute("insert into skipped values (1)")
+            conn.execute("insert into kept values (1, 'hunter2', 'visible')")
+        wait_until(lambda: len(collected.snapshot()) == 1, 30, "the kept row")
+    (event,) = collected.snapshot()
+    assert event["value"]["after"] == {"id": 1, "v": "visible"}
+    assert event["value"]["source"]["table"] == "kept"
+
+
+def test_slot_drop_on_stop_removes_the_slot(pg_server, pg_database):
+    config = engine_config(pg_server, pg_database, **{"slot.drop.on.stop": True})
+    with EngineRunner(Engine(config, consumer=lambda r: None)):
+        wait_until(lambda: slot_row(pg_server, pg_database, config["slot.name"]) == (True,), 30, "streaming")
+    assert slot_row(pg_server, pg_database, config["slot.name"]) is None
+
+
+def test_a_failing_consumer_stops_the_engine_and_releases_the_slot(pg_server, pg_database):
+    with pg_server.connect(pg_database) as conn:
+        conn.execute("create table t (id int primary key)")
+        conn.execute("insert into t values (1)")
+
+    def broken(record):
+        raise ValueError("the target is gone")
+
+    config = engine_config(pg_server, pg_database)
+    with pytest.raises(EngineFailedError, match="the target is gone"):
+        Engine(config, consumer=broken).run()
+    assert slot_row(pg_server, pg_database, config["slot.name"]) == (False,)
