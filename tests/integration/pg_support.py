@@ -108,9 +108,42 @@ class WriteLoad:
 
 
 def start_child(config: dict[str, Any], log: Path, offsets: Path) -> subprocess.Popen[bytes]:
-    return subprocess.Popen(
-        [sys.executable, str(CHILD), json.dumps(config), str(log), str(offsets)], stderr=subprocess.PIPE
+    # stderr to a file, never an unread pipe: a child that logs a lot must not block on it.
+    with open(log.with_suffix(".stderr"), "ab") as stderr:
+        return subprocess.Popen([sys.executable, str(CHILD), json.dumps(config), str(log), str(offsets)], stderr=stderr)
+
+
+def child_stderr(log: Path, lines: int = 30) -> str:
+    path = log.with_suffix(".stderr")
+    return "\n".join(path.read_text(errors="replace").splitlines()[-lines:]) if path.exists() else ""
+
+
+def image_diff(expected: dict[str, dict[str, Any]], actual: dict[str, dict[str, Any]]) -> str:
+    missing = [k for k in expected if k not in actual]
+    extra = [k for k in actual if k not in expected]
+    wrong = [k for k in expected if k in actual and actual[k] != expected[k]]
+    return (
+        f"missing {len(missing)} {missing[:5]}, extra {len(extra)} {extra[:5]}, "
+        f"different {len(wrong)} {[(k, expected[k], actual[k]) for k in wrong[:3]]}"
     )
+
+
+def wait_for_target(
+    log: Path, expected: dict[str, dict[str, Any]], child: subprocess.Popen[bytes], timeout: float
+) -> None:
+    """Wait until replaying the log gives ``expected``; fail early, and say why, otherwise."""
+    from airflow_cdc.engine.testing import wait_until
+
+    try:
+        wait_until(
+            lambda: child.poll() is not None or apply(read_events(log)) == expected, timeout, "target equals source"
+        )
+    except TimeoutError:
+        raise AssertionError(
+            f"target never equalled source: {image_diff(expected, apply(read_events(log)))}\n"
+            f"engine stderr:\n{child_stderr(log)}"
+        ) from None
+    assert child.poll() is None, f"the engine exited with {child.returncode}:\n{child_stderr(log)}"
 
 
 def read_events(log: Path) -> list[dict[str, Any]]:

@@ -10,7 +10,15 @@ import pytest
 
 from airflow_cdc.engine.testing import wait_until
 
-from .pg_support import WriteLoad, apply, create_load_table, engine_config, read_events, source_image, start_child
+from .pg_support import (
+    WriteLoad,
+    child_stderr,
+    create_load_table,
+    engine_config,
+    source_image,
+    start_child,
+    wait_for_target,
+)
 
 
 def lines(path) -> int:
@@ -20,7 +28,7 @@ def lines(path) -> int:
 def kill_after_progress(config, log, offsets, target: int) -> None:
     child = start_child(config, log, offsets)
     wait_until(lambda: lines(log) >= target or child.poll() is not None, 60, "events flowing")
-    assert child.poll() is None, child.stderr.read().decode()
+    assert child.poll() is None, child_stderr(log)
     child.send_signal(signal.SIGKILL)
     child.wait(30)
 
@@ -40,9 +48,9 @@ def test_kill_9_under_write_load_loses_nothing(pg_server, pg_database, tmp_path)
     child = start_child(config, log, offsets)
     with pg_server.connect(pg_database) as conn:
         expected = source_image(conn)
-    wait_until(lambda: apply(read_events(log)) == expected, 90, "target equals source")
+    wait_for_target(log, expected, child, 180)
     child.send_signal(signal.SIGTERM)
-    assert child.wait(30) == 0, child.stderr.read().decode()
+    assert child.wait(30) == 0, child_stderr(log)
     with pg_server.connect(pg_database) as conn:
         active = conn.execute(
             "select active from pg_replication_slots where slot_name = %s", (config["slot.name"],)

@@ -11,7 +11,16 @@ from airflow_cdc.engine import CdcError, Engine, EngineFailedError, JsonSerializ
 from airflow_cdc.engine.storage import MemoryOffsetStore
 from airflow_cdc.engine.testing import EngineRunner, wait_until
 
-from .pg_support import WriteLoad, apply, create_load_table, engine_config, read_events, source_image, start_child
+from .pg_support import (
+    WriteLoad,
+    child_stderr,
+    create_load_table,
+    engine_config,
+    read_events,
+    source_image,
+    start_child,
+    wait_for_target,
+)
 from .test_postgres_source import Collector
 
 
@@ -109,6 +118,6 @@ def test_a_crash_during_the_initial_snapshot_restarts_it_cleanly(pg_server, pg_d
         )
     with pg_server.connect(pg_database) as conn:
         expected = source_image(conn)
-    wait_until(lambda: apply(read_events(log)) == expected, 60, "target equals source")
+    wait_for_target(log, expected, child, 180)
     child.send_signal(signal.SIGTERM)
-    assert child.wait(30) == 0
+    assert child.wait(30) == 0, child_stderr(log)

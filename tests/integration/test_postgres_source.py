@@ -16,7 +16,16 @@ from airflow_cdc.engine.sources.postgres.stream import SlotActiveError
 from airflow_cdc.engine.storage import MemoryOffsetStore
 from airflow_cdc.engine.testing import EngineRunner, wait_until
 
-from .pg_support import WriteLoad, apply, create_load_table, engine_config, read_events, source_image, start_child
+from .pg_support import (
+    WriteLoad,
+    apply,
+    child_stderr,
+    create_load_table,
+    engine_config,
+    read_events,
+    source_image,
+    start_child,
+)
 
 
 class Collector:
@@ -121,7 +130,7 @@ def test_sigterm_releases_the_slot_for_the_next_start(pg_server, pg_database, tm
         wait_until(lambda: _leftovers(pg_server, pg_database, config["slot.name"])[0] == (True,), 30, "streaming")
         wait_until(lambda: len(read_events(log)) >= 5 and offsets.exists(), 30, "snapshot delivered")
         child.send_signal(signal.SIGTERM)
-        assert child.wait(30) == 0, child.stderr.read().decode()
+        assert child.wait(30) == 0, child_stderr(log)
         assert _leftovers(pg_server, pg_database, config["slot.name"]) == ((False,), (0,))
     assert len(read_events(log)) == 5  # the restart resumed instead of snapshotting again
 
