@@ -114,6 +114,7 @@ class PostgresTask(SourceTask):
         def topic(schema: str, table: str) -> str:
             return ".".join((prefix, self.database, schema, table) if several else (prefix, schema, table))
 
+        self.topic = topic
         self.builder = ChangeBuilder(
             server=prefix,
             database=self.database,
@@ -165,7 +166,7 @@ class PostgresTask(SourceTask):
                     plan_table(
                         t.schema,
                         t.name,
-                        self.builder_topic(t),
+                        self.topic(t.schema, t.name),
                         list(t.columns),
                         self.catalog.primary_key(t.oid),
                         catalog=self.catalog,
@@ -193,9 +194,6 @@ class PostgresTask(SourceTask):
         if mode != "initial_only":
             self._start_streaming()
 
-    def builder_topic(self, table: cat.TableColumns) -> str:
-        return self.builder._topic(table.schema, table.name)
-
     def _start_streaming(self) -> None:
         assert self.stream is not None
         self.stream.start(self.slot, self.publication, self.builder.last_completed)
@@ -210,7 +208,7 @@ class PostgresTask(SourceTask):
     def poll(self) -> list[SourceRecord]:
         if self._batches is not None:
             return self._poll_snapshot()
-        if self.stream is None or not self.stream._streaming:
+        if self.stream is None or not self.stream.streaming:
             time.sleep(self.settings["poll.interval.ms"] / 1000)  # initial_only: nothing more to do
             return []
         return self._poll_stream()

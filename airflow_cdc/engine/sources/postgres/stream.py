@@ -49,6 +49,10 @@ class ReplicationStream:
         return cls(conn)
 
     @property
+    def streaming(self) -> bool:
+        return self._streaming
+
+    @property
     def connection(self) -> psycopg.Connection[tuple[object, ...]]:
         return self._conn
 
