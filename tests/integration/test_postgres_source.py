@@ -158,6 +158,8 @@ def test_a_slot_held_by_someone_else_is_reported_with_its_pid(pg_server, pg_data
             Engine(config, consumer=lambda r: None).run()
         cause = failed.value.__cause__
         assert isinstance(cause, SlotActiveError) and "is active for PID" in str(cause)
+        # Each failed start attempt closed what it had opened.
+        wait_until(lambda: _leftovers(pg_server, pg_database, slot)[1] == (0,), 10, "no sessions left")
     finally:
         holder.close()
 

@@ -72,6 +72,15 @@ def _slot_name(base: str, database: str, several: bool) -> str:
 
 class PostgresTask(SourceTask):
     def start(self, context: TaskContext) -> None:
+        try:
+            self._start(context)
+        except BaseException:
+            # A failed start is retried (a slot still held by a dead client, a server restarting):
+            # close what this attempt opened, or every retry leaks connections.
+            self.stop()
+            raise
+
+    def _start(self, context: TaskContext) -> None:
         s = POSTGRES_CONFIG.validate(context.config)
         self.settings = s
         self.database = str(context.config["postgres.task.database"])
@@ -280,13 +289,13 @@ class PostgresTask(SourceTask):
         stream, self.stream = getattr(self, "stream", None), None
         if stream is not None:
             stream.close()  # first: the slot becomes inactive
-        snapshot = getattr(self, "snapshot", None)
+        snapshot, self.snapshot = getattr(self, "snapshot", None), None
         if snapshot is not None:
             snapshot.close()
-        conn = getattr(self, "catalog_conn", None)
+        conn = getattr(self, "catalog_conn", None)  # closing twice is harmless
         if conn is not None:
             try:
-                if self.settings["slot.drop.on.stop"]:
+                if self.settings["slot.drop.on.stop"] and not conn.closed:
                     cat.drop_slot(conn, self.slot)
             finally:
                 conn.close()
