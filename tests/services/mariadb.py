@@ -1,6 +1,11 @@
-"""A throwaway MariaDB with a ROW binlog (``log_bin``, ``binlog_format=ROW``,
-``binlog_row_image=FULL``). ``CDC_TEST_MYSQL_URL`` (``mysql://user:pw@host:port``) points the
-tests at an existing server instead."""
+"""A throwaway MariaDB with a ROW binlog, on a free loopback port.
+
+``log_bin=ON``, ``binlog_format=ROW``, ``binlog_row_image=FULL`` and ``binlog_row_metadata=FULL``
+(python-mysql-replication 1.x takes column names from the row metadata). ``root`` has an empty
+password over TCP on 127.0.0.1. The server runs as root (``--user=root``) in a private directory.
+
+``MariaDBServer.from_env()`` uses ``CDC_TEST_MYSQL_URL`` (``mysql://user:pw@host:port``) instead.
+"""
 
 from __future__ import annotations
 
@@ -8,124 +13,296 @@ import os
 import shutil
 import signal
 import subprocess
-import tempfile
+import time
+import uuid
 from pathlib import Path
 from typing import Any
-from urllib.parse import urlparse
+from urllib.parse import unquote, urlparse
 
 import pymysql
 
-from tests.services.ports import ServiceError, free_port, log_tail, stop_process, wait_ready
+from tests.services.ports import free_port
+from tests.services.process import (
+    BinaryNotFound,
+    ServiceError,
+    ServiceExited,
+    log_tail,
+    make_service_dir,
+    record_server,
+    stop_process,
+    sweep_stale,
+    track,
+    untrack,
+    wait_until,
+)
+
+ENV_VAR = "CDC_TEST_MYSQL_URL"
+_BIND_FAILED = ("Address already in use", "Can't start server: Bind on TCP/IP port")
+_SEARCH = ("/usr/sbin", "/usr/bin", "/usr/local/mysql/bin", "/usr/local/bin")
 
 
-def find_mariadbd() -> Path | None:
-    for name in ("mariadbd", "mysqld"):
-        found = shutil.which(name) or (f"/usr/sbin/{name}" if os.path.exists(f"/usr/sbin/{name}") else None)
+def _find(*names: str) -> Path | None:
+    for name in names:
+        found = shutil.which(name)
         if found:
             return Path(found)
+        for directory in _SEARCH:
+            path = Path(directory) / name
+            if os.access(path, os.X_OK):
+                return path
     return None
 
 
+def find_server() -> Path | None:
+    return _find("mariadbd", "mysqld")
+
+
+def find_install_db() -> Path | None:
+    return _find("mariadb-install-db", "mysql_install_db")
+
+
 class MariaDBServer:
-    def __init__(self) -> None:
+    """A MariaDB server: started here (``start()``) or an existing one (``from_env()``).
+
+    ``stop()`` then ``start()`` restarts it (same port, data and binlogs kept);
+    ``close()`` stops it and deletes its directory.
+    """
+
+    def __init__(
+        self,
+        *,
+        server_id: int = 1,
+        extra_args: list[str] | None = None,
+        startup_timeout: float = 60.0,
+        external_url: str | None = None,
+    ) -> None:
+        self.external_url = external_url
+        self.server_id = server_id
+        self.extra_args = list(extra_args or [])
+        self.startup_timeout = startup_timeout
         self.host = "127.0.0.1"
         self.port = 0
         self.user = "root"
         self.password = ""
-        self.server_id = 1
-        self.binary = find_mariadbd()
-        self.external_url = os.environ.get("CDC_TEST_MYSQL_URL")
+        if external_url:
+            url = urlparse(external_url)
+            if url.scheme not in ("mysql", "mariadb"):
+                raise ServiceError(f"{ENV_VAR} must look like mysql://user:password@host:port, not {external_url!r}")
+            self.host = url.hostname or "127.0.0.1"
+            self.port = url.port or 3306
+            self.user = unquote(url.username or "root")
+            self.password = unquote(url.password or "")
+        self.binary = find_server()
+        self.install_db = find_install_db()
         self.directory: Path | None = None
-        self.log_path = Path("/dev/null")
+        self.log_path: Path | None = None
+        self.startup_seconds: float | None = None
         self._process: subprocess.Popen[bytes] | None = None
 
+    @classmethod
+    def from_env(cls, **kwargs: Any) -> MariaDBServer:
+        """An existing server if ``CDC_TEST_MYSQL_URL`` is set, else one this class will start."""
+        return cls(external_url=os.environ.get(ENV_VAR) or None, **kwargs)
+
+    # --- connection info -----------------------------------------------------------------
+
     @property
-    def available(self) -> bool:
-        return bool(self.external_url) or (self.binary is not None and shutil.which("mariadb-install-db") is not None)
+    def external(self) -> bool:
+        return bool(self.external_url)
+
+    @property
+    def running(self) -> bool:
+        return self.external or (self._process is not None and self._process.poll() is None)
+
+    @property
+    def data_dir(self) -> Path | None:
+        return self.directory / "data" if self.directory else None
+
+    @property
+    def url(self) -> str:
+        return f"mysql://{self.user}:{self.password}@{self.host}:{self.port}"
+
+    def connection_params(self, **overrides: Any) -> dict[str, Any]:
+        """Keyword arguments for ``pymysql.connect`` (and python-mysql-replication)."""
+        return {"host": self.host, "port": self.port, "user": self.user, "password": self.password, **overrides}
 
     def connect(self, **kwargs: Any) -> pymysql.connections.Connection:  # type: ignore[type-arg]
-        params: dict[str, Any] = {
-            "host": self.host,
-            "port": self.port,
-            "user": self.user,
-            "password": self.password,
-            "autocommit": True,
-            **kwargs,
-        }
-        return pymysql.connect(**params)
+        """A pymysql connection, autocommit unless ``autocommit=False`` is passed."""
+        kwargs.setdefault("autocommit", True)
+        return pymysql.connect(**self.connection_params(**kwargs))
+
+    # --- databases -------------------------------------------------------------------------
+
+    def create_database(self, name: str | None = None) -> str:
+        name = name or f"t_{uuid.uuid4().hex[:16]}"
+        with self.connect() as conn, conn.cursor() as cur:
+            cur.execute(f"create database `{name}` character set utf8mb4")
+        return name
+
+    def drop_database(self, name: str) -> None:
+        with self.connect() as conn, conn.cursor() as cur:
+            cur.execute(f"drop database if exists `{name}`")
+
+    # --- lifecycle -------------------------------------------------------------------------
 
     def start(self) -> MariaDBServer:
-        if self.external_url:
-            url = urlparse(self.external_url)
-            self.host, self.port = url.hostname or "127.0.0.1", url.port or 3306
-            self.user, self.password = url.username or "root", url.password or ""
+        """Start the server (no-op when running). Raises ``BinaryNotFound`` if MariaDB is not
+        installed, ``ServiceError`` (with the server log tail) for any other failure."""
+        if self.external:
+            self._check_external()
             return self
-        if not self.available:
-            raise ServiceError("MariaDB server binaries not found (apt-get install mariadb-server)")
-        self.directory = Path(tempfile.mkdtemp(prefix="cdc-mariadb-"))
-        data = self.directory / "data"
+        if self.running:
+            return self
+        if self.binary is None or self.install_db is None:
+            raise BinaryNotFound(
+                "MariaDB server binaries not found (install mariadb-server: mariadbd, mariadb-install-db)"
+            )
+        started = time.monotonic()
+        track(self)
+        try:
+            if self.directory is None:
+                self._install()
+            self._run()
+        except BaseException:
+            self.close()
+            raise
+        self.startup_seconds = time.monotonic() - started
+        return self
+
+    def _install(self) -> None:
+        sweep_stale("mariadb")
+        self.directory = make_service_dir("mariadb")
         self.log_path = self.directory / "mariadb.log"
-        init = subprocess.run(
+        done = subprocess.run(
             [
-                "mariadb-install-db",
+                str(self.install_db),
                 "--no-defaults",
-                f"--datadir={data}",
-                "--user=root",
+                f"--datadir={self.data_dir}",
                 "--auth-root-authentication-method=normal",
                 "--skip-test-db",
+                "--skip-name-resolve",
+                "--user=root",
             ],
             capture_output=True,
             text=True,
+            cwd=self.directory,
         )
-        if init.returncode != 0:
-            raise ServiceError(f"mariadb-install-db failed:\n{init.stdout}\n{init.stderr}")
-        for attempt in range(5):
-            self.port = free_port()
-            args = [
-                str(self.binary),
-                "--no-defaults",
-                f"--datadir={data}",
-                f"--socket={self.directory}/mysql.sock",
-                f"--port={self.port}",
-                "--bind-address=127.0.0.1",
-                f"--pid-file={self.directory}/mysql.pid",
-                f"--log-bin={self.directory}/binlog",
-                "--binlog-format=ROW",
-                "--binlog-row-image=FULL",
-                f"--server-id={self.server_id}",
-                f"--log-error={self.log_path}",
-                "--skip-name-resolve",
-                "--innodb-flush-log-at-trx-commit=2",
-                "--innodb-buffer-pool-size=64M",
-                "--user=root",
-                "--sync-binlog=0",
-                "--skip-log-bin-compress",
-            ]
-            self._process = subprocess.Popen(args, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
-            try:
-                wait_ready(self._ping, timeout=60, what="MariaDB", process=self._process, log=self.log_path)
-                return self
-            except ServiceError:
-                if attempt == 4 or "Address already in use" not in log_tail(self.log_path):
-                    self.stop()
-                    raise
-        return self
+        if done.returncode != 0:
+            raise ServiceError(f"mariadb-install-db failed ({done.returncode}):\n{done.stdout}\n{done.stderr}")
 
-    def _ping(self) -> bool:
+    def _args(self) -> list[str]:
+        d = self.directory
+        return [
+            str(self.binary),
+            "--no-defaults",
+            "--log-basename=cdc",  # first: it resets the log and pid file names given before it
+            f"--datadir={self.data_dir}",
+            f"--socket={d}/mysqld.sock",
+            f"--port={self.port}",
+            "--bind-address=127.0.0.1",
+            f"--pid-file={d}/mysqld.pid",
+            f"--log-error={self.log_path}",
+            "--log-bin=cdc-bin",
+            "--binlog-format=ROW",
+            "--binlog-row-image=FULL",
+            "--binlog-row-metadata=FULL",
+            f"--server-id={self.server_id}",
+            "--character-set-server=utf8mb4",
+            "--collation-server=utf8mb4_general_ci",
+            "--max-connections=200",
+            "--innodb-flush-log-at-trx-commit=2",
+            "--sync-binlog=0",
+            "--innodb-buffer-pool-size=128M",
+            "--skip-name-resolve",
+            "--user=root",
+            *self.extra_args,
+        ]
+
+    def _run(self) -> None:
+        """Start mariadbd; pick another port when the bind fails (first start only: a restart
+        retries the same port until the deadline)."""
+        restart = self.port != 0
+        deadline = time.monotonic() + self.startup_timeout
+        for attempt in range(1, 100):
+            if not restart:
+                self.port = free_port()
+            # The server logs to --log-error; stderr (option errors before that file is open)
+            # is appended to the same file.
+            with open(self.log_path, "ab") as log:  # type: ignore[arg-type]
+                self._process = subprocess.Popen(
+                    self._args(),
+                    stdin=subprocess.DEVNULL,
+                    stdout=log,
+                    stderr=subprocess.STDOUT,
+                    cwd=self.directory,
+                    start_new_session=True,
+                )
+            record_server(self.directory, self._process.pid)  # type: ignore[arg-type]
+            try:
+                wait_until(
+                    self._answers,
+                    timeout=max(1.0, deadline - time.monotonic()),
+                    what=f"MariaDB on port {self.port}",
+                    process=self._process,
+                    log_path=self.log_path,
+                )
+                return
+            except ServiceExited as exc:
+                self._process = None
+                bind_failed = any(text in exc.log for text in _BIND_FAILED)
+                if not bind_failed or time.monotonic() > deadline or (not restart and attempt >= 5):
+                    raise
+                if restart:
+                    time.sleep(0.2)
+
+    def _answers(self) -> bool:
         with self.connect(connect_timeout=2) as conn, conn.cursor() as cur:
             cur.execute("select 1")
             return cur.fetchone() == (1,)
 
+    def _check_external(self) -> None:
+        try:
+            with self.connect(connect_timeout=10) as conn, conn.cursor() as cur:
+                cur.execute("select @@log_bin, @@binlog_format, @@binlog_row_image")
+                settings = cur.fetchone()
+        except pymysql.MySQLError as exc:
+            raise ServiceError(f"cannot connect to the {ENV_VAR} server: {exc}") from exc
+        if settings is None or settings[0] != 1 or settings[1] != "ROW" or settings[2] != "FULL":
+            raise ServiceError(
+                f"the {ENV_VAR} server needs log_bin=ON, binlog_format=ROW, binlog_row_image=FULL; it has {settings}"
+            )
+
     def stop(self) -> None:
-        if self._process is not None:
-            stop_process(self._process, signal.SIGTERM, timeout=30)
-            self._process = None
-        if self.directory is not None:
-            shutil.rmtree(self.directory, ignore_errors=True)
-            self.directory = None
+        """Stop the server (SIGTERM, SIGKILL after 30 s); the directory stays so ``start()``
+        can bring it back. Not supported for an external server."""
+        if self.external:
+            raise ServiceError(f"the server from {ENV_VAR} is not ours to stop")
+        process, self._process = self._process, None
+        if process is not None:
+            stop_process(process, signal.SIGTERM, timeout=30)
+
+    def close(self) -> None:
+        """Stop the server and delete its directory (log and binlogs included). Safe to call twice."""
+        untrack(self)
+        if self.external:
+            return
+        try:
+            self.stop()
+        finally:
+            if self.directory is not None:
+                shutil.rmtree(self.directory, ignore_errors=True)
+                self.directory = None
 
     def __enter__(self) -> MariaDBServer:
         return self.start()
 
     def __exit__(self, *exc: object) -> None:
-        self.stop()
+        self.close()
+
+    def __repr__(self) -> str:
+        where = "external" if self.external else str(self.directory)
+        return f"<MariaDBServer {self.host}:{self.port} {where} running={self.running}>"
+
+    def log(self, lines: int = 40) -> str:
+        """The last lines of the server log."""
+        return log_tail(self.log_path, lines)

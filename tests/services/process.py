@@ -98,18 +98,22 @@ def stop_process(process: subprocess.Popen[bytes], sig: int, *, timeout: float) 
 # --- identity of processes, so a later run can clean up after a killed one -----------------
 
 
-def _process_token(pid: int) -> str | None:
-    """``pid:starttime`` (starttime from /proc, so a reused pid never matches)."""
+def _process_token(pid: int, *, living: bool = False) -> str | None:
+    """``pid:starttime`` (starttime from /proc, so a reused pid never matches); with
+    ``living``, None for a zombie (dead, waiting to be reaped)."""
     try:
         stat = Path(f"/proc/{pid}/stat").read_text()
     except OSError:
         return None
-    return f"{pid}:{stat.rsplit(')', 1)[1].split()[19]}"
+    fields = stat.rsplit(")", 1)[1].split()
+    if living and fields[0] in ("Z", "X"):
+        return None
+    return f"{pid}:{fields[19]}"
 
 
 def _alive(token: str) -> bool:
     pid = token.split(":", 1)[0]
-    return pid.isdigit() and _process_token(int(pid)) == token
+    return pid.isdigit() and _process_token(int(pid), living=True) == token
 
 
 def make_service_dir(kind: str) -> Path:
