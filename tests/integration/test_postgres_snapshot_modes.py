@@ -13,6 +13,7 @@ from airflow_cdc.engine.testing import EngineRunner, wait_until
 
 from .pg_support import (
     WriteLoad,
+    apply,
     child_stderr,
     create_load_table,
     engine_config,
@@ -101,9 +102,9 @@ def test_a_crash_during_the_initial_snapshot_restarts_it_cleanly(pg_server, pg_d
         create_load_table(conn, 60_000)
     config = engine_config(pg_server, pg_database, **{"max.batch.size": 256})
     log, offsets = tmp_path / "events.log", tmp_path / "offsets.json"
-    # Rows deleted between a crashed snapshot and its restart would linger in the target (as
-    # with Debezium: a snapshot emits no deletes); this load inserts and updates only.
-    with WriteLoad(pg_server.dsn(pg_database), first_new_id=60_001, deletes=False):
+    # Deletes included: rows the crashed attempt read and that are deleted before the redo must
+    # still disappear from the target (the restart streams from the first attempt's slot position).
+    with WriteLoad(pg_server.dsn(pg_database), first_new_id=60_001):
         child = start_child(config, log, offsets)
         wait_until(lambda: len(read_events(log)) >= 5000 or child.poll() is not None, 60, "snapshot under way")
         child.send_signal(signal.SIGKILL)
@@ -121,3 +122,29 @@ def test_a_crash_during_the_initial_snapshot_restarts_it_cleanly(pg_server, pg_d
     wait_for_target(log, expected, child, 180)
     child.send_signal(signal.SIGTERM)
     assert child.wait(30) == 0, child_stderr(log)
+
+
+def test_rows_deleted_after_an_interrupted_snapshot_leave_the_target(pg_server, pg_database):
+    """The first attempt dies mid-snapshot after emitting rows that are then deleted; the redo
+    must make them disappear from the target (it streams from the first attempt's position)."""
+    with pg_server.connect(pg_database) as conn:
+        create_load_table(conn, 3000)
+    store = MemoryOffsetStore("x")
+    config = engine_config(pg_server, pg_database, **{"max.batch.size": 100, "offset.commit.policy": "always"})
+    first = Collector()
+
+    def dies_mid_snapshot(item) -> None:
+        if len(first.snapshot()) >= 1000:
+            raise RuntimeError("crash in the middle of the snapshot")
+        first(item)
+
+    with pytest.raises(EngineFailedError, match="crash in the middle"):
+        Engine(config, consumer=dies_mid_snapshot, serializer=JsonSerializer(), offset_store=store).run()
+    assert store.read({"server": "shop"})["snapshot"] is True  # the snapshot was left unfinished
+    emitted = [e["key"]["id"] for e in first.snapshot()]
+    with pg_server.connect(pg_database) as conn:
+        conn.execute("delete from t where id = any(%s)", (emitted[:500],))
+        expected = source_image(conn)
+    second = Collector()
+    with EngineRunner(Engine(config, consumer=second, serializer=JsonSerializer(), offset_store=store)):
+        wait_until(lambda: apply(first.snapshot() + second.snapshot()) == expected, 60, "target equals source")

@@ -143,6 +143,7 @@ class PostgresTask(SourceTask):
 
     # -- where to begin -------------------------------------------------------------------------
     def _position(self, offset: Offset | None, tables: list[cat.TableColumns]) -> None:
+        """Decide where to begin: snapshot or not, and from which LSN to stream."""
         assert self.stream is not None
         mode = self.settings["snapshot.mode"]
         state = cat.slot_state(self.catalog_conn, self.slot)
@@ -152,56 +153,65 @@ class PostgresTask(SourceTask):
                 "other consumer or set a different slot.name"
             )
         unfinished = offset is not None and bool(offset.get("snapshot"))
-        needs_snapshot = (
-            mode == "always"
-            or (mode in ("initial", "initial_only", "when_needed") and (offset is None or unfinished))
-            or (mode == "when_needed" and state is None)
+        wants_snapshot = mode == "always" or (
+            mode in ("initial", "initial_only", "when_needed") and (offset is None or unfinished)
         )
-        if needs_snapshot:
-            if state is not None:
-                cat.drop_slot(self.catalog_conn, self.slot)  # its exported snapshot is gone: start over
-            consistent, snapshot_name = self.stream.create_slot(self.slot, export_snapshot=True)
-            assert snapshot_name is not None
-            log.info(
-                "postgres %s: snapshot of %d table(s) at %s",
-                self.database,
-                len(tables),
-                pgoutput.format_lsn(consistent),
-            )
-            self.snapshot = SnapshotReader(self.conninfo, snapshot_name, consistent, self.builder)
-            plans = [
-                (
-                    t,
-                    plan_table(
-                        t.schema,
-                        t.name,
-                        self.topic(t.schema, t.name),
-                        list(t.columns),
-                        self.catalog.primary_key(t.oid),
-                        catalog=self.catalog,
-                        modes=self.modes,
-                        filters=self.filters,
-                    ),
-                )
-                for t in tables
-            ]
-            # Small batches: a snapshot batch is materialized whole before it is serialized, and
-            # past a few hundred wide rows the CPU cache misses cost more than the batch saves
-            # (measured: 70k rows/s at 256 rows per batch, 48k at 2048).
-            batch = min(self.settings["max.batch.size"], SNAPSHOT_BATCH)
-            self._batches = self.snapshot.batches(plans, batch, self.settings["snapshot.fetch.size"])
-            return
         if state is None:
-            if offset is not None:
+            if offset is not None and not unfinished and mode not in ("when_needed", "always"):
                 since = pgoutput.format_lsn(int(offset.get("lsn_commit") or 0))
                 raise CdcError(
                     f"replication slot {self.slot!r} no longer exists but offsets were stored: changes since "
                     f"{since} are lost. Use snapshot.mode=when_needed to re-snapshot, or reset the offsets"
                 )
-            consistent, _ = self.stream.create_slot(self.slot, export_snapshot=False)
+            export = wants_snapshot or mode == "when_needed"
+            consistent, snapshot_name = self.stream.create_slot(self.slot, export_snapshot=export)
             self.builder.last_completed = consistent
+            if export:
+                self._begin_snapshot(tables, snapshot_name, consistent)
+                return
+        elif wants_snapshot:
+            # The slot survives (a crash mid-snapshot, or snapshot.mode=always): its position is
+            # still the point the earlier snapshot was taken at, because nothing is confirmed
+            # while a snapshot runs. Read the tables again in a fresh transaction - newer than
+            # that point - and then stream from it. Replaying those changes over the newer
+            # snapshot converges on the source, deletes included; dropping the slot for a new
+            # exported snapshot would instead leave rows deleted in between in the target.
+            resume = int(offset["lsn_commit"]) if offset and offset.get("lsn_commit") else _lsn(state)  # type: ignore[arg-type]
+            self.builder.last_completed = resume
+            self._begin_snapshot(tables, None, resume)
+            return
         if mode != "initial_only":
             self._start_streaming()
+
+    def _begin_snapshot(self, tables: list[cat.TableColumns], snapshot_name: str | None, resume_lsn: int) -> None:
+        log.info(
+            "postgres %s: snapshot of %d table(s), then streaming from %s",
+            self.database,
+            len(tables),
+            pgoutput.format_lsn(resume_lsn),
+        )
+        self.snapshot = SnapshotReader(self.conninfo, snapshot_name, resume_lsn, self.builder)
+        plans = [
+            (
+                t,
+                plan_table(
+                    t.schema,
+                    t.name,
+                    self.topic(t.schema, t.name),
+                    list(t.columns),
+                    self.catalog.primary_key(t.oid),
+                    catalog=self.catalog,
+                    modes=self.modes,
+                    filters=self.filters,
+                ),
+            )
+            for t in tables
+        ]
+        # Small batches: a snapshot batch is materialized whole before it is serialized, and
+        # past a few hundred wide rows the CPU cache misses cost more than the batch saves
+        # (measured: 70k rows/s at 256 rows per batch, 48k at 2048).
+        batch = min(self.settings["max.batch.size"], SNAPSHOT_BATCH)
+        self._batches = self.snapshot.batches(plans, batch, self.settings["snapshot.fetch.size"])
 
     def _start_streaming(self) -> None:
         assert self.stream is not None
@@ -299,6 +309,10 @@ class PostgresTask(SourceTask):
                     cat.drop_slot(conn, self.slot)
             finally:
                 conn.close()
+
+
+def _lsn(state: cat.SlotState) -> int:
+    return pgoutput.parse_lsn(state.confirmed_flush_lsn) if state.confirmed_flush_lsn else 0
 
 
 def _connect(conninfo: str) -> psycopg.Connection[tuple[Any, ...]]:

@@ -27,12 +27,15 @@ from airflow_cdc.engine.sources.postgres.changes import CONNECTOR, ChangeBuilder
 
 
 class SnapshotReader:
-    def __init__(self, conninfo: str, snapshot_name: str, consistent_lsn: int, builder: ChangeBuilder) -> None:
+    def __init__(self, conninfo: str, snapshot_name: str | None, consistent_lsn: int, builder: ChangeBuilder) -> None:
+        """``snapshot_name``: the slot's exported snapshot (rows exactly at ``consistent_lsn``),
+        or None for a fresh transaction newer than ``consistent_lsn`` (see the connector)."""
         self.consistent_lsn = consistent_lsn
         self._builder = builder
         self._conn = psycopg.connect(conninfo, autocommit=False)
         self._conn.execute("begin isolation level repeatable read read only")
-        self._conn.execute(sql.SQL("set transaction snapshot {}").format(sql.Literal(snapshot_name)))
+        if snapshot_name is not None:
+            self._conn.execute(sql.SQL("set transaction snapshot {}").format(sql.Literal(snapshot_name)))
         self._started_ns = time.time_ns()
         self.rows = 0
 
