@@ -12,8 +12,8 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("-v", "--verbose", action="store_true", help="log the engine's state changes")
     commands = parser.add_subparsers(dest="command", required=True)
     demo = commands.add_parser("demo", help="run the end-to-end demo on embedded defaults")
-    demo.add_argument("--events", type=int, default=4000, help="events per task (default 4000)")
-    demo.add_argument("--show", type=int, default=5, help="events printed in full (default 5)")
+    demo.add_argument("--writes", type=int, default=600, help="transactions in the write load (default 600)")
+    demo.add_argument("--show", type=int, default=4, help="events printed (default 4)")
     args = parser.parse_args(argv)
     logging.basicConfig(
         level=logging.INFO if args.verbose else logging.WARNING,
@@ -23,8 +23,8 @@ def main(argv: list[str] | None = None) -> int:
         from airflow_cdc.demo import run_demo
 
         try:
-            run_demo(events=args.events, show=args.show)
-        except AssertionError as exc:
+            run_demo(writes=args.writes, show=args.show)
+        except (AssertionError, TimeoutError) as exc:
             print(f"demo check FAILED: {exc}", file=sys.stderr)
             return 1
     return 0

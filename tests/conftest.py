@@ -1,4 +1,4 @@
-"""Session fixtures: real throwaway servers on free loopback ports (tests/services, ADR 0002).
+"""Session fixtures: real throwaway servers on free loopback ports (airflow_cdc.local, ADR 0002).
 
 A fixture skips only when the server's program is not installed; any other failure to start
 is an error carrying the server's log tail. Servers are closed at session end whatever the
@@ -14,10 +14,10 @@ from typing import TypeVar
 
 import pytest
 
-from tests.services.kafka import KafkaBroker
-from tests.services.mariadb import MariaDBServer
-from tests.services.postgres import PostgresServer
-from tests.services.process import BinaryNotFound
+from airflow_cdc.local.kafka import KafkaBroker
+from airflow_cdc.local.mariadb import MariaDBServer
+from airflow_cdc.local.postgres import PostgresServer
+from airflow_cdc.local.process import BinaryNotFound
 
 S = TypeVar("S", PostgresServer, MariaDBServer, KafkaBroker)
 

@@ -8,7 +8,7 @@ import pytest
 from airflow_cdc.engine import Engine, EngineFailedError, JsonSerializer
 from airflow_cdc.engine.sources.postgres.catalog import SourceSetupError
 from airflow_cdc.engine.testing import EngineRunner, wait_until
-from tests.services.postgres import PostgresServer
+from airflow_cdc.local.postgres import PostgresServer
 
 from .pg_support import engine_config
 from .test_postgres_source import Collector

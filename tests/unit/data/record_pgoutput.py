@@ -9,7 +9,7 @@ from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[3]))
 
-from tests.services.postgres import PostgresServer
+from airflow_cdc.local.postgres import PostgresServer
 
 SQL = [
     "create type mood as enum ('sad', 'happy')",

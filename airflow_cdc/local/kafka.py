@@ -24,8 +24,8 @@ from typing import Any
 
 from kafka import KafkaAdminClient
 
-from tests.services.ports import free_port, port_open
-from tests.services.process import (
+from airflow_cdc.local.ports import free_port, port_open
+from airflow_cdc.local.process import (
     BinaryNotFound,
     ServiceError,
     ServiceExited,

@@ -21,8 +21,8 @@ from urllib.parse import unquote, urlparse
 
 import pymysql
 
-from tests.services.ports import free_port
-from tests.services.process import (
+from airflow_cdc.local.ports import free_port
+from airflow_cdc.local.process import (
     BinaryNotFound,
     ServiceError,
     ServiceExited,

@@ -26,8 +26,8 @@ from typing import Any
 import psycopg
 from psycopg import conninfo, sql
 
-from tests.services.ports import free_port
-from tests.services.process import (
+from airflow_cdc.local.ports import free_port
+from airflow_cdc.local.process import (
     BinaryNotFound,
     ServiceError,
     ServiceExited,
@@ -274,7 +274,7 @@ class PostgresServer:
         if done.returncode != 0:
             raise ServiceError(f"initdb failed ({done.returncode}):\n{done.stdout}\n{done.stderr}")
         (self.data_dir / "pg_hba.conf").write_text(  # type: ignore[operator]
-            "# written by tests/services/postgres.py: trust everything local\n"
+            "# written by airflow_cdc/local/postgres.py: trust everything local\n"
             "local all         all              trust\n"
             "local replication all              trust\n"
             "host  all         all 127.0.0.1/32 trust\n"
