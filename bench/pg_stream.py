@@ -22,7 +22,7 @@ sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
 from airflow_cdc.engine import Engine, JsonSerializer
 from airflow_cdc.engine.testing import wait_until
-from tests.services.postgres import PostgresServer
+from airflow_cdc.local.postgres import PostgresServer
 
 
 def workload(conn, changes: int) -> int:
