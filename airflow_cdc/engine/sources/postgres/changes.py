@@ -226,6 +226,8 @@ class ChangeBuilder:
         table = self.tables.get(message.relation_oid)
         if table is None:
             return []
+        if type(message) is pgoutput.Insert and self._skip_xid is None:  # the hot path
+            return self._emit(table, Op.CREATE, None, table.wire_row(message.new), lsn)
         records = self._records_of(table, message, lsn)
         if len(records) > 1:
             records = [r.replace(offset=self.offset(lsn, i)) for i, r in enumerate(records)]
@@ -271,7 +273,8 @@ class ChangeBuilder:
         *,
         keyless: bool = False,
     ) -> list[SourceRecord]:
-        if op.value in self._skipped:
+        code = op.value
+        if code in self._skipped:
             return []
         ts_ns = self.commit_time_us * 1000
         # A literal, in Debezium's field order: the hottest dict of the stream.
@@ -297,10 +300,18 @@ class ChangeBuilder:
             "after": after,
             "source": source,
             "transaction": None,
-            "op": op.value,
+            "op": code,
             "ts_ms": now // 1_000_000,
             "ts_us": now // 1_000,
             "ts_ns": now,
         }
         key = None if keyless else table.key_of(after if after is not None else before)
-        return [SourceRecord(table.topic, key, value, self.partition, self.offset(lsn), ts_ns // 1_000_000)]
+        offset = {
+            "lsn": lsn,
+            "lsn_proc": lsn,
+            "event": 0,
+            "lsn_commit": self.last_completed,
+            "txId": self.xid,
+            "ts_usec": self.commit_time_us,
+        }  # = self.offset(lsn), inlined on the hot path
+        return [SourceRecord(table.topic, key, value, self.partition, offset, ts_ns // 1_000_000)]

@@ -26,7 +26,11 @@ from airflow_cdc.engine.sources.postgres.types import SESSION_OPTIONS, ValueMode
 log = logging.getLogger(__name__)
 
 HEARTBEAT_PREFIX = "airflow-cdc-heartbeat"
-#: Most snapshot records per poll (see _position).
+#: Most records per poll. A poll's records are all built before any is serialized, and past a
+#: few dozen the CPU cache misses cost more than bigger batches save. Measured (quick benches,
+#: 2 cores): stream 65-72k changes/s at 64 records per poll, 59k at 2048; snapshot 70k rows/s at
+#: 256 rows, 48k at 2048.
+POLL_BATCH = 64
 SNAPSHOT_BATCH = 256
 #: How often an idle stream turns a server keepalive into a flush position.
 KEEPALIVE_MARKER_S = 1.0
@@ -247,7 +251,7 @@ class PostgresTask(SourceTask):
         assert self.stream is not None
         records: list[SourceRecord] = []
         deadline = time.monotonic() + self.settings["poll.interval.ms"] / 1000
-        limit = self.settings["max.batch.size"]
+        limit = min(self.settings["max.batch.size"], POLL_BATCH)
         decode, handle = pgoutput.decode, self.builder.handle
         while len(records) < limit:
             messages = self.stream.read_many(

@@ -86,6 +86,7 @@ class ReplicationStream:
     def read(self, timeout: float) -> XLogData | Keepalive | None:
         """The next message, or None after ``timeout`` seconds without one."""
         deadline = time.monotonic() + timeout
+        pulled = False
         while True:
             try:
                 size, data = self._pgconn.get_copy_data(1)
@@ -105,15 +106,25 @@ class ReplicationStream:
                 raise RetriableError(f"the server ended the replication stream: {detail or 'no reason given'}")
             if size < -1:
                 raise RetriableError(f"replication stream error: {self._pgconn.error_message.decode(errors='replace')}")
+            if not pulled:
+                # libpq's buffer is empty: first take what the socket already holds, without
+                # blocking. Skipping this (with a zero timeout) ends a poll after one socket read's
+                # worth of messages, about 150: measured, 340 polls for 50k changes.
+                pulled = True
+                self._consume()
+                continue
             self._maybe_send_status()
             remaining = deadline - time.monotonic()
             if remaining <= 0:
                 return None
             self._wait(min(remaining, 1.0))
-            try:
-                self._pgconn.consume_input()
-            except psycopg.OperationalError as exc:
-                raise RetriableError(f"replication connection lost: {exc}") from exc
+            self._consume()
+
+    def _consume(self) -> None:
+        try:
+            self._pgconn.consume_input()
+        except psycopg.OperationalError as exc:
+            raise RetriableError(f"replication connection lost: {exc}") from exc
 
     def read_many(self, limit: int, timeout: float) -> list[XLogData | Keepalive]:
         """Up to ``limit`` messages: whatever is buffered at once, else wait up to ``timeout``
@@ -123,13 +134,19 @@ class ReplicationStream:
             return []
         messages = [first]
         get, decode = self._pgconn.get_copy_data, pgoutput.decode_copy_data
+        pulled_more = False
         while len(messages) < limit:
             try:
                 size, data = get(1)
             except psycopg.OperationalError as exc:
                 raise RetriableError(f"replication connection lost: {exc}") from exc
+            if size == 0 and not pulled_more:
+                pulled_more = True  # libpq's buffer is empty: take what the socket holds, once
+                self._consume()
+                continue
             if size <= 0:
-                break  # nothing buffered (or the end of the stream: read() reports it next time)
+                break  # nothing more at hand (or the end of the stream: read() reports it next time)
+            pulled_more = False
             message = decode(data)
             if isinstance(message, XLogData):
                 if message.wal_end > self.received_lsn:
