@@ -27,15 +27,14 @@ from kafka import KafkaAdminClient
 from airflow_cdc.local.ports import free_port, port_open
 from airflow_cdc.local.process import (
     BinaryNotFound,
+    LocalServer,
     ServiceError,
     ServiceExited,
-    log_tail,
     make_service_dir,
     record_server,
     stop_process,
     sweep_stale,
     track,
-    untrack,
     wait_until,
 )
 
@@ -92,7 +91,7 @@ def _executable(binary: Path, directory: Path) -> Path:
     return copy
 
 
-class KafkaBroker:
+class KafkaBroker(LocalServer):
     """A Tansu broker started here, or an existing Kafka (``from_env()``).
 
     ``stop()``/``start()`` restart it on the same port with no data; ``close()`` stops it and
@@ -122,6 +121,10 @@ class KafkaBroker:
         return cls(external_bootstrap=os.environ.get(ENV_VAR) or None, **kwargs)
 
     @property
+    def address(self) -> str:
+        return self.bootstrap_servers
+
+    @property
     def external(self) -> bool:
         return bool(self.external_bootstrap)
 
@@ -129,10 +132,6 @@ class KafkaBroker:
     def restartable(self) -> bool:
         """Whether ``stop()``/``start()`` may be used (only for the broker started here)."""
         return not self.external
-
-    @property
-    def running(self) -> bool:
-        return self.external or (self._process is not None and self._process.poll() is None)
 
     @property
     def bootstrap_servers(self) -> str:
@@ -237,33 +236,3 @@ class KafkaBroker:
         process, self._process = self._process, None
         if process is not None:
             stop_process(process, signal.SIGINT, timeout=15)
-
-    def restart(self) -> KafkaBroker:
-        self.stop()
-        return self.start()
-
-    def close(self) -> None:
-        """Stop the broker and delete its directory (log included). Safe to call twice."""
-        untrack(self)
-        if self.external:
-            return
-        try:
-            self.stop()
-        finally:
-            if self.directory is not None:
-                shutil.rmtree(self.directory, ignore_errors=True)
-                self.directory = None
-
-    def __enter__(self) -> KafkaBroker:
-        return self.start()
-
-    def __exit__(self, *exc: object) -> None:
-        self.close()
-
-    def __repr__(self) -> str:
-        where = "external" if self.external else str(self.directory)
-        return f"<KafkaBroker {self.bootstrap_servers} {where} running={self.running}>"
-
-    def log(self, lines: int = 40) -> str:
-        """The last lines of the broker log."""
-        return log_tail(self.log_path, lines)

@@ -24,15 +24,14 @@ import pymysql
 from airflow_cdc.local.ports import free_port
 from airflow_cdc.local.process import (
     BinaryNotFound,
+    LocalServer,
     ServiceError,
     ServiceExited,
-    log_tail,
     make_service_dir,
     record_server,
     stop_process,
     sweep_stale,
     track,
-    untrack,
     wait_until,
 )
 
@@ -61,7 +60,7 @@ def find_install_db() -> Path | None:
     return _find("mariadb-install-db", "mysql_install_db")
 
 
-class MariaDBServer:
+class MariaDBServer(LocalServer):
     """A MariaDB server: started here (``start()``) or an existing one (``from_env()``).
 
     ``stop()`` then ``start()`` restarts it (same port, data and binlogs kept);
@@ -107,12 +106,12 @@ class MariaDBServer:
     # --- connection info -----------------------------------------------------------------
 
     @property
-    def external(self) -> bool:
-        return bool(self.external_url)
+    def address(self) -> str:
+        return f"{self.host}:{self.port}"
 
     @property
-    def running(self) -> bool:
-        return self.external or (self._process is not None and self._process.poll() is None)
+    def external(self) -> bool:
+        return bool(self.external_url)
 
     @property
     def data_dir(self) -> Path | None:
@@ -126,7 +125,7 @@ class MariaDBServer:
         """Keyword arguments for ``pymysql.connect`` (and python-mysql-replication)."""
         return {"host": self.host, "port": self.port, "user": self.user, "password": self.password, **overrides}
 
-    def connect(self, **kwargs: Any) -> pymysql.connections.Connection:  # type: ignore[type-arg]
+    def connect(self, **kwargs: Any) -> pymysql.connections.Connection:
         """A pymysql connection, autocommit unless ``autocommit=False`` is passed."""
         kwargs.setdefault("autocommit", True)
         return pymysql.connect(**self.connection_params(**kwargs))
@@ -258,7 +257,7 @@ class MariaDBServer:
     def _answers(self) -> bool:
         with self.connect(connect_timeout=2) as conn, conn.cursor() as cur:
             cur.execute("select 1")
-            return cur.fetchone() == (1,)
+            return bool(cur.fetchone() == (1,))
 
     def _check_external(self) -> None:
         try:
@@ -280,29 +279,3 @@ class MariaDBServer:
         process, self._process = self._process, None
         if process is not None:
             stop_process(process, signal.SIGTERM, timeout=30)
-
-    def close(self) -> None:
-        """Stop the server and delete its directory (log and binlogs included). Safe to call twice."""
-        untrack(self)
-        if self.external:
-            return
-        try:
-            self.stop()
-        finally:
-            if self.directory is not None:
-                shutil.rmtree(self.directory, ignore_errors=True)
-                self.directory = None
-
-    def __enter__(self) -> MariaDBServer:
-        return self.start()
-
-    def __exit__(self, *exc: object) -> None:
-        self.close()
-
-    def __repr__(self) -> str:
-        where = "external" if self.external else str(self.directory)
-        return f"<MariaDBServer {self.host}:{self.port} {where} running={self.running}>"
-
-    def log(self, lines: int = 40) -> str:
-        """The last lines of the server log."""
-        return log_tail(self.log_path, lines)

@@ -29,15 +29,14 @@ from psycopg import conninfo, sql
 from airflow_cdc.local.ports import free_port
 from airflow_cdc.local.process import (
     BinaryNotFound,
+    LocalServer,
     ServiceError,
     ServiceExited,
-    log_tail,
     make_service_dir,
     record_server,
     stop_process,
     sweep_stale,
     track,
-    untrack,
     wait_until,
 )
 
@@ -118,7 +117,7 @@ def _as_postgres() -> dict[str, Any]:
     return {"user": "postgres", "group": "postgres", "extra_groups": []}
 
 
-class PostgresServer:
+class PostgresServer(LocalServer):
     """A PostgreSQL server: started here (``start()``) or an existing one (``from_env()``).
 
     ``stop()`` then ``start()`` restarts the same cluster (same port, data kept);
@@ -163,12 +162,12 @@ class PostgresServer:
     # --- connection info -----------------------------------------------------------------
 
     @property
-    def external(self) -> bool:
-        return bool(self.external_dsn)
+    def address(self) -> str:
+        return f"{self.host}:{self.port}"
 
     @property
-    def running(self) -> bool:
-        return self.external or (self._process is not None and self._process.poll() is None)
+    def external(self) -> bool:
+        return bool(self.external_dsn)
 
     @property
     def data_dir(self) -> Path | None:
@@ -351,29 +350,3 @@ class PostgresServer:
             )
         # pg_ctl has returned once postmaster.pid is gone; reap the child (or force it down).
         stop_process(process, signal.SIGQUIT, timeout=10)
-
-    def close(self) -> None:
-        """Stop the server and delete its directory (log included). Safe to call twice."""
-        untrack(self)
-        if self.external:
-            return
-        try:
-            self.stop()
-        finally:
-            if self.directory is not None:
-                shutil.rmtree(self.directory, ignore_errors=True)
-                self.directory = None
-
-    def __enter__(self) -> PostgresServer:
-        return self.start()
-
-    def __exit__(self, *exc: object) -> None:
-        self.close()
-
-    def __repr__(self) -> str:
-        where = "external" if self.external else str(self.directory)
-        return f"<PostgresServer {self.host}:{self.port} {where} running={self.running}>"
-
-    def log(self, lines: int = 40) -> str:
-        """The last lines of the server log."""
-        return log_tail(self.log_path, lines)

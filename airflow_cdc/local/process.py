@@ -14,7 +14,7 @@ import time
 import weakref
 from collections.abc import Callable
 from pathlib import Path
-from typing import Protocol
+from typing import Protocol, Self
 
 #: Every service directory is ``$TMPDIR/cdc-test-<kind>-XXXXXXXX``.
 DIR_PREFIX = "cdc-test-"
@@ -185,3 +185,63 @@ def _close_all() -> None:
     for service in list(_open_services):
         with contextlib.suppress(Exception):
             service.close()
+
+
+class LocalServer:
+    """What every local server shares: closing, context management, its log, its repr.
+
+    Subclasses set ``directory``, ``log_path`` and ``_process``, and define ``external``,
+    ``address``, ``start()`` and ``stop()``.
+    """
+
+    directory: Path | None
+    log_path: Path | None
+    _process: subprocess.Popen[bytes] | None
+
+    @property
+    def external(self) -> bool:
+        raise NotImplementedError
+
+    @property
+    def address(self) -> str:
+        raise NotImplementedError
+
+    @property
+    def running(self) -> bool:
+        return self.external or (self._process is not None and self._process.poll() is None)
+
+    def start(self) -> Self:
+        raise NotImplementedError
+
+    def stop(self) -> None:
+        raise NotImplementedError
+
+    def restart(self) -> Self:
+        self.stop()
+        return self.start()
+
+    def close(self) -> None:
+        """Stop the server and delete its directory (log included). Safe to call twice."""
+        untrack(self)
+        if self.external:
+            return
+        try:
+            self.stop()
+        finally:
+            if self.directory is not None:
+                shutil.rmtree(self.directory, ignore_errors=True)
+                self.directory = None
+
+    def __enter__(self) -> Self:
+        return self.start()
+
+    def __exit__(self, *exc: object) -> None:
+        self.close()
+
+    def __repr__(self) -> str:
+        where = "external" if self.external else str(self.directory)
+        return f"<{type(self).__name__} {self.address} {where} running={self.running}>"
+
+    def log(self, lines: int = 40) -> str:
+        """The last lines of the server's log."""
+        return log_tail(self.log_path, lines)
