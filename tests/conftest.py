@@ -42,7 +42,8 @@ def pg_server() -> Iterator[PostgresServer]:
 @pytest.fixture
 def pg_database(pg_server: PostgresServer) -> Iterator[str]:
     """The name of a fresh database for one test (``pg_server.dsn(pg_database)``); dropped
-    afterwards together with its replication slots."""
+    afterwards with its replication slots (their WAL senders are ended), after restarting the
+    server if the test left it stopped."""
     name = pg_server.create_database()
     try:
         yield name
@@ -60,7 +61,8 @@ def mariadb_server() -> Iterator[MariaDBServer]:
 
 @pytest.fixture
 def mariadb_database(mariadb_server: MariaDBServer) -> Iterator[str]:
-    """The name of a fresh MariaDB database for one test; dropped afterwards."""
+    """The name of a fresh MariaDB database for one test; dropped afterwards (after restarting
+    the server if the test left it stopped)."""
     name = mariadb_server.create_database()
     try:
         yield name

@@ -255,7 +255,9 @@ class MariaDBServer(LocalServer):
                     time.sleep(0.2)
 
     def _answers(self) -> bool:
-        with self.connect(connect_timeout=2) as conn, conn.cursor() as cur:
+        # Read and write timeouts too: something else accepting on the port and never answering
+        # would otherwise hang the startup forever (connect_timeout covers only the handshake).
+        with self.connect(connect_timeout=2, read_timeout=2, write_timeout=2) as conn, conn.cursor() as cur:
             cur.execute("select 1")
             return bool(cur.fetchone() == (1,))
 
