@@ -24,14 +24,12 @@ from typing import Any
 
 from kafka import KafkaAdminClient
 
-from airflow_cdc.local.ports import free_port, port_open
+from airflow_cdc.local.ports import port_open
 from airflow_cdc.local.process import (
     BinaryNotFound,
     LocalServer,
     ServiceError,
-    ServiceExited,
     make_service_dir,
-    record_server,
     stop_process,
     sweep_stale,
     track,
@@ -97,6 +95,9 @@ class KafkaBroker(LocalServer):
     ``stop()``/``start()`` restart it on the same port with no data; ``close()`` stops it and
     deletes its directory.
     """
+
+    what = "Tansu broker"
+    bind_failed = _BIND_FAILED
 
     def __init__(self, *, startup_timeout: float = 30.0, external_bootstrap: str | None = None) -> None:
         self.external_bootstrap = external_bootstrap
@@ -170,48 +171,16 @@ class KafkaBroker(LocalServer):
         self.starts += 1
         return self
 
-    def _run(self) -> None:
-        """Start Tansu; pick another port when the bind fails (first start only: a restart
-        retries the same port until the deadline). Tansu exits (with code 0!) on AddrInUse."""
-        restart = self.port != 0
-        deadline = time.monotonic() + self.startup_timeout
+    def _command(self) -> tuple[list[str], dict[str, Any]]:
+        # Tansu exits (with code 0!) on AddrInUse: bind_failed reads the log, not the code.
         env = {k: v for k, v in os.environ.items() if k not in _TANSU_ENV}
         env["NO_COLOR"] = "1"
-        for attempt in range(1, 100):
-            if not restart:
-                self.port = free_port()
-            url = f"tcp://{self.host}:{self.port}"
-            args = [str(self._exe), "broker", "--listener-url", url, "--advertised-listener-url", url]
-            args += ["--storage-engine", "memory://tansu/"]
-            with open(self.log_path, "ab") as log:  # type: ignore[arg-type]
-                log.write(f"--- start {self.starts + 1}: {' '.join(args)}\n".encode())
-                log.flush()
-                self._process = subprocess.Popen(
-                    args,
-                    stdin=subprocess.DEVNULL,
-                    stdout=log,
-                    stderr=subprocess.STDOUT,
-                    cwd=self.directory,
-                    env=env,
-                    start_new_session=True,
-                )
-            record_server(self.directory, self._process.pid)  # type: ignore[arg-type]
-            try:
-                wait_until(
-                    self._answers,
-                    timeout=max(1.0, deadline - time.monotonic()),
-                    what=f"Tansu broker on port {self.port}",
-                    process=self._process,
-                    log_path=self.log_path,
-                )
-                return
-            except ServiceExited as exc:
-                self._process = None
-                bind_failed = any(text in exc.log for text in _BIND_FAILED)
-                if not bind_failed or time.monotonic() > deadline or (not restart and attempt >= 5):
-                    raise
-                if restart:
-                    time.sleep(0.2)
+        url = f"tcp://{self.host}:{self.port}"
+        args = [str(self._exe), "broker", "--listener-url", url, "--advertised-listener-url", url]
+        args += ["--storage-engine", "memory://tansu/"]
+        with open(self.log_path, "ab") as log:  # type: ignore[arg-type]
+            log.write(f"--- start {self.starts + 1}: {' '.join(args)}\n".encode())
+        return args, {"env": env}
 
     def _answers(self) -> bool:
         if not port_open(self.port, self.host):

@@ -21,18 +21,14 @@ from urllib.parse import unquote, urlparse
 
 import pymysql
 
-from airflow_cdc.local.ports import free_port
 from airflow_cdc.local.process import (
     BinaryNotFound,
     LocalServer,
     ServiceError,
-    ServiceExited,
     make_service_dir,
-    record_server,
     stop_process,
     sweep_stale,
     track,
-    wait_until,
 )
 
 ENV_VAR = "CDC_TEST_MYSQL_URL"
@@ -66,6 +62,9 @@ class MariaDBServer(LocalServer):
     ``stop()`` then ``start()`` restarts it (same port, data and binlogs kept);
     ``close()`` stops it and deletes its directory.
     """
+
+    what = "MariaDB"
+    bind_failed = _BIND_FAILED
 
     def __init__(
         self,
@@ -217,42 +216,10 @@ class MariaDBServer(LocalServer):
             *self.extra_args,
         ]
 
-    def _run(self) -> None:
-        """Start mariadbd; pick another port when the bind fails (first start only: a restart
-        retries the same port until the deadline)."""
-        restart = self.port != 0
-        deadline = time.monotonic() + self.startup_timeout
-        for attempt in range(1, 100):
-            if not restart:
-                self.port = free_port()
-            # The server logs to --log-error; stderr (option errors before that file is open)
-            # is appended to the same file.
-            with open(self.log_path, "ab") as log:  # type: ignore[arg-type]
-                self._process = subprocess.Popen(
-                    self._args(),
-                    stdin=subprocess.DEVNULL,
-                    stdout=log,
-                    stderr=subprocess.STDOUT,
-                    cwd=self.directory,
-                    start_new_session=True,
-                )
-            record_server(self.directory, self._process.pid)  # type: ignore[arg-type]
-            try:
-                wait_until(
-                    self._answers,
-                    timeout=max(1.0, deadline - time.monotonic()),
-                    what=f"MariaDB on port {self.port}",
-                    process=self._process,
-                    log_path=self.log_path,
-                )
-                return
-            except ServiceExited as exc:
-                self._process = None
-                bind_failed = any(text in exc.log for text in _BIND_FAILED)
-                if not bind_failed or time.monotonic() > deadline or (not restart and attempt >= 5):
-                    raise
-                if restart:
-                    time.sleep(0.2)
+    def _command(self) -> tuple[list[str], dict[str, Any]]:
+        # The server logs to --log-error; stderr (option errors before that file is open) is
+        # appended to the same file.
+        return self._args(), {}
 
     def _answers(self) -> bool:
         # Read and write timeouts too: something else accepting on the port and never answering

@@ -26,18 +26,14 @@ from typing import Any
 import psycopg
 from psycopg import conninfo, sql
 
-from airflow_cdc.local.ports import free_port
 from airflow_cdc.local.process import (
     BinaryNotFound,
     LocalServer,
     ServiceError,
-    ServiceExited,
     make_service_dir,
-    record_server,
     stop_process,
     sweep_stale,
     track,
-    wait_until,
 )
 
 ENV_VAR = "CDC_TEST_PG_DSN"
@@ -123,6 +119,9 @@ class PostgresServer(LocalServer):
     ``stop()`` then ``start()`` restarts the same cluster (same port, data kept);
     ``close()`` stops it and deletes its directory.
     """
+
+    what = "PostgreSQL"
+    bind_failed = _BIND_FAILED
 
     def __init__(
         self,
@@ -280,44 +279,10 @@ class PostgresServer(LocalServer):
             "host  replication all 127.0.0.1/32 trust\n"
         )
 
-    def _run(self) -> None:
-        """Start the postmaster; pick another port when the bind fails (first start only:
-        a restart retries the same port until the deadline)."""
-        restart = self.port != 0
-        deadline = time.monotonic() + self.startup_timeout
-        for attempt in range(1, 100):
-            if not restart:
-                self.port = free_port()
-            options = {**self.settings, "port": str(self.port), "unix_socket_directories": str(self.directory)}
-            args = [str(self.bindir / "postgres"), "-D", str(self.data_dir)]  # type: ignore[operator]
-            args += [f"-c{name}={value}" for name, value in options.items()]
-            with open(self.log_path, "ab") as log:  # type: ignore[arg-type]
-                self._process = subprocess.Popen(
-                    args,
-                    stdin=subprocess.DEVNULL,
-                    stdout=log,
-                    stderr=subprocess.STDOUT,
-                    cwd=self.directory,
-                    start_new_session=True,  # a Ctrl-C reaches pytest, which stops us cleanly
-                    **_as_postgres(),
-                )
-            record_server(self.directory, self._process.pid)  # type: ignore[arg-type]
-            try:
-                wait_until(
-                    self._answers,
-                    timeout=max(1.0, deadline - time.monotonic()),
-                    what=f"PostgreSQL on port {self.port}",
-                    process=self._process,
-                    log_path=self.log_path,
-                )
-                return
-            except ServiceExited as exc:
-                self._process = None
-                bind_failed = any(text in exc.log for text in _BIND_FAILED)
-                if not bind_failed or time.monotonic() > deadline or (not restart and attempt >= 5):
-                    raise
-                if restart:
-                    time.sleep(0.2)
+    def _command(self) -> tuple[list[str], dict[str, Any]]:
+        options = {**self.settings, "port": str(self.port), "unix_socket_directories": str(self.directory)}
+        args = [str(self.bindir / "postgres"), "-D", str(self.data_dir)]  # type: ignore[operator]
+        return args + [f"-c{name}={value}" for name, value in options.items()], _as_postgres()
 
     def _answers(self) -> bool:
         with psycopg.connect(self.dsn(), connect_timeout=2, autocommit=True) as conn:

@@ -14,7 +14,9 @@ import time
 import weakref
 from collections.abc import Callable
 from pathlib import Path
-from typing import Protocol, Self
+from typing import Any, ClassVar, Protocol, Self
+
+from airflow_cdc.local.ports import free_port
 
 #: Every service directory is ``$TMPDIR/cdc-test-<kind>-XXXXXXXX``.
 DIR_PREFIX = "cdc-test-"
@@ -194,8 +196,15 @@ class LocalServer:
     ``address``, ``start()`` and ``stop()``.
     """
 
+    #: Shown in messages ("PostgreSQL on port 21808").
+    what: ClassVar[str] = "server"
+    #: Log lines that mean the port was taken: start again on another port.
+    bind_failed: ClassVar[tuple[str, ...]] = ()
+
     directory: Path | None
     log_path: Path | None
+    port: int
+    startup_timeout: float
     _process: subprocess.Popen[bytes] | None
 
     @property
@@ -215,6 +224,52 @@ class LocalServer:
 
     def stop(self) -> None:
         raise NotImplementedError
+
+    def _answers(self) -> bool:
+        """A real client call that succeeds once the server serves."""
+        raise NotImplementedError
+
+    def _command(self) -> tuple[list[str], dict[str, Any]]:
+        """The program's argv, and extra ``Popen`` arguments, to serve on ``self.port``."""
+        raise NotImplementedError
+
+    def _run(self) -> None:
+        """Launch the server and wait until it answers. When the bind fails, a first start picks
+        another port; a restart keeps its port and tries again until the deadline."""
+        restart = self.port != 0
+        deadline = time.monotonic() + self.startup_timeout
+        for attempt in range(1, 100):
+            if not restart:
+                self.port = free_port()
+            args, extra = self._command()
+            with open(self.log_path, "ab") as log:  # type: ignore[arg-type]
+                self._process = subprocess.Popen(
+                    args,
+                    stdin=subprocess.DEVNULL,
+                    stdout=log,
+                    stderr=subprocess.STDOUT,
+                    cwd=self.directory,
+                    start_new_session=True,  # a Ctrl-C reaches the caller, which stops us cleanly
+                    **extra,
+                )
+            record_server(self.directory, self._process.pid)  # type: ignore[arg-type]
+            try:
+                wait_until(
+                    self._answers,
+                    timeout=max(1.0, deadline - time.monotonic()),
+                    what=f"{self.what} on port {self.port}",
+                    process=self._process,
+                    log_path=self.log_path,
+                )
+                return
+            except ServiceExited as exc:
+                self._process = None
+                bind_failed = any(text in exc.log for text in self.bind_failed)
+                if not bind_failed or time.monotonic() > deadline or (not restart and attempt >= 5):
+                    raise
+                if restart:
+                    time.sleep(0.2)  # the old process's port is still being released
+        raise ServiceError(f"{self.what} did not start on port {self.port}")
 
     def restart(self) -> Self:
         self.stop()
