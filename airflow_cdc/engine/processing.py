@@ -78,12 +78,21 @@ class BlockingGauge:
 class RecordCommitter:
     """Handed to a batch handler with each batch (Debezium's ``RecordCommitter``)."""
 
-    def __init__(self, handle: BatchHandle, records: Sequence[Delivered], indices: Sequence[int]) -> None:
+    def __init__(
+        self,
+        handle: BatchHandle,
+        records: Sequence[Delivered],
+        indices: Sequence[int],
+        stopping: threading.Event | None = None,
+    ) -> None:
         self._handle = handle
         self._records = records
         self._indices = indices
         self._index_of: dict[int, int] | None = None
         self.finished = threading.Event()
+        #: Set when the engine stops: a handler retrying a delivery should give up (its records
+        #: stay unmarked, so their offsets are not committed and they are delivered again later).
+        self.stopping = stopping or threading.Event()
 
     def mark_processed(self, record: Delivered) -> None:
         """This record is delivered: its offset may now be committed (once all before it are)."""
@@ -105,6 +114,10 @@ class RecordCommitter:
 
 class BatchHandler(Protocol):
     def handle_batch(self, records: list[Any], committer: RecordCommitter) -> None: ...
+
+
+class Flushable(Protocol):
+    def flush(self, timeout: float) -> None: ...
 
 
 class StopSignal:
@@ -225,6 +238,9 @@ class RecordProcessor(abc.ABC):
     def process(self, batch: Sequence[SourceRecord], handle: BatchHandle) -> None:
         """Process one polled batch; returns when the batch is handed over (or abandoned)."""
 
+    def flush(self, timeout: float) -> None:  # noqa: B027 - only batch handlers buffer
+        """Ask the consumer to deliver what it buffers (before the final commit)."""
+
 
 class OrderedProcessor(RecordProcessor):
     """Consumes prepared chunks in source order on the task thread."""
@@ -311,5 +327,12 @@ class BatchProcessor(RecordProcessor):
             return
         if not delivered:
             return
-        committer = RecordCommitter(handle, delivered, indices)
+        committer = RecordCommitter(handle, delivered, indices, self._stop.event)
         self._deliver(lambda: self._handler.handle_batch(delivered, committer), "batch handler")
+
+    def flush(self, timeout: float) -> None:
+        # A sink that buffers (a changelog's open segment) marks its records only once they are
+        # durable; without this the final commit at shutdown would leave them for a redelivery.
+        flush = getattr(self._handler, "flush", None)
+        if flush is not None:
+            flush(timeout)

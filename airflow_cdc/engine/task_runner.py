@@ -138,6 +138,10 @@ class TaskRunner:
     def _finish(self) -> None:
         if self.start_error is None:
             # Records handed to an asynchronous sink may still be acknowledged: wait a little.
+            try:
+                self._processor.flush(self._stop.drain_remaining())
+            except Exception as exc:
+                log.error("task %s: flushing the consumer failed: %s", self.task_id, exc)
             self.tracker.wait_for_pending_at_most(0, self._stop.drain_remaining())
             try:
                 self.maybe_commit(force=True)
