@@ -70,3 +70,20 @@ def test_unserializable_values_raise_a_serialization_error_naming_the_record():
     record = SourceRecord("shop.orders", {"id": 1}, {"after": object()}, {}, {"lsn": 5})
     with pytest.raises(SerializationError, match=r"shop\.orders.*lsn"):
         JsonSerializer().serialize(record)
+
+
+@pytest.mark.parametrize("kind", ["file", "memory"])
+def test_delete_removes_one_partition_and_is_a_no_op_for_an_unknown_one(tmp_path, kind):
+    def open_store():
+        store = FileOffsetStore("e", tmp_path / "offsets.json") if kind == "file" else memory
+        store.start()
+        return store
+
+    memory = MemoryOffsetStore("e")
+    store = open_store()
+    store.write([({"p": 1}, {"seq": 1}), ({"p": 2}, {"seq": 2})])
+    store.delete({"p": 1})
+    store.delete({"p": 3})
+    reopened = open_store()
+    assert reopened.read({"p": 1}) is None
+    assert reopened.entries() == [({"p": 2}, {"seq": 2})]

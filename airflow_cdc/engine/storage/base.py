@@ -21,6 +21,27 @@ def connect_key(engine_name: str, partition: Partition) -> str:
     return orjson.dumps([engine_name, partition], option=orjson.OPT_SORT_KEYS).decode()
 
 
+def encode_offset(partition: Partition, offset: Offset) -> bytes:
+    """An offset as JSON bytes; OffsetError (before anything is stored) if it is not JSON."""
+    try:
+        return orjson.dumps(offset, option=orjson.OPT_SORT_KEYS)
+    except TypeError as exc:  # orjson.JSONEncodeError is a TypeError
+        raise OffsetError(f"the offset {offset!r} of partition {partition!r} is not JSON-serializable: {exc}") from exc
+
+
+def encode_entries(engine_name: str, entries: Iterable[tuple[Partition, Offset]]) -> dict[str, bytes]:
+    """Connect keys to JSON offsets for a write, all encoded before anything is written, so an
+    entry that cannot be encoded fails the whole write and leaves the store as it was."""
+    encoded: dict[str, bytes] = {}
+    for partition, offset in entries:
+        try:
+            key = connect_key(engine_name, partition)
+        except TypeError as exc:
+            raise OffsetError(f"the partition {partition!r} is not JSON-serializable: {exc}") from exc
+        encoded[key] = encode_offset(partition, offset)
+    return encoded
+
+
 def parse_connect_key(key: str) -> tuple[str, dict[str, Any]]:
     try:
         name, partition = orjson.loads(key)
@@ -50,6 +71,11 @@ class OffsetStore(abc.ABC):
     @abc.abstractmethod
     def write(self, entries: Iterable[tuple[Partition, Offset]]) -> None:
         """Durably store these offsets (all or nothing)."""
+
+    @abc.abstractmethod
+    def delete(self, partition: Partition) -> None:
+        """Durably remove the offset of one partition (an offset reset); no-op if it has none.
+        The partition's source then starts again from its initial position."""
 
     @abc.abstractmethod
     def entries(self) -> list[tuple[Partition, Offset]]:

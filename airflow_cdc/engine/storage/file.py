@@ -8,9 +8,10 @@ it, rename it over the old one, fsync the directory. A reader, or a process rest
 from __future__ import annotations
 
 import contextlib
+import fcntl
 import os
 import threading
-from collections.abc import Iterable
+from collections.abc import Iterable, Iterator
 from pathlib import Path
 from typing import Any
 
@@ -18,7 +19,7 @@ import orjson
 
 from airflow_cdc.engine.errors import OffsetError
 from airflow_cdc.engine.records import Offset, Partition
-from airflow_cdc.engine.storage.base import OffsetStore, connect_key, parse_connect_key
+from airflow_cdc.engine.storage.base import OffsetStore, connect_key, encode_entries, parse_connect_key
 
 
 def atomic_write(path: Path, data: bytes) -> None:
@@ -45,6 +46,17 @@ def atomic_write(path: Path, data: bytes) -> None:
         os.close(dir_fd)
 
 
+@contextlib.contextmanager
+def _locked(directory: Path) -> Iterator[None]:
+    """An exclusive ``flock`` on a directory (released when the descriptor is closed)."""
+    fd = os.open(directory, os.O_RDONLY)
+    try:
+        fcntl.flock(fd, fcntl.LOCK_EX)
+        yield
+    finally:
+        os.close(fd)
+
+
 class FileOffsetStore(OffsetStore):
     """``offset.storage.file.filename``: a JSON object of Connect keys to offsets."""
 
@@ -56,11 +68,14 @@ class FileOffsetStore(OffsetStore):
 
     def start(self) -> None:
         self.path.parent.mkdir(parents=True, exist_ok=True)
+        with self._lock:
+            self._data = self._load()
+
+    def _load(self) -> dict[str, Any]:
         try:
             raw = self.path.read_bytes()
         except FileNotFoundError:
-            self._data = {}
-            return
+            return {}
         try:
             data = orjson.loads(raw)
         except orjson.JSONDecodeError as exc:
@@ -70,7 +85,7 @@ class FileOffsetStore(OffsetStore):
             ) from exc
         if not isinstance(data, dict):
             raise OffsetError(f"offset file {self.path} must hold a JSON object, found {type(data).__name__}")
-        self._data = data
+        return data
 
     def read(self, partition: Partition) -> Offset | None:
         with self._lock:
@@ -78,12 +93,35 @@ class FileOffsetStore(OffsetStore):
             return None if offset is None else dict(offset)
 
     def write(self, entries: Iterable[tuple[Partition, Offset]]) -> None:
+        encoded = encode_entries(self.engine_name, entries)  # all entries checked before the file changes
         with self._lock:
-            data = dict(self._data)
-            for partition, offset in entries:
-                data[connect_key(self.engine_name, partition)] = dict(offset)
+            self._replace({key: orjson.loads(value) for key, value in encoded.items()}, drop=None)
+
+    def delete(self, partition: Partition) -> None:
+        with self._lock:
+            self._replace({}, drop=connect_key(self.engine_name, partition))
+
+    def _replace(self, changes: dict[str, Any], drop: str | None) -> None:
+        """Write the file anew: this engine's offsets from memory with ``changes`` applied, other
+        engines' as the file holds them now. Under an exclusive lock on the directory, so engines
+        sharing one file (in this process or another) never write back each other's old offsets."""
+        with _locked(self.path.parent):
+            current = self._load()
+            data = {key: value for key, value in current.items() if not self._ours(key)}
+            data.update((key, value) for key, value in self._data.items() if self._ours(key))
+            data.update(changes)
+            if drop is not None:
+                if drop not in data and drop not in current:
+                    return
+                data.pop(drop, None)
             atomic_write(self.path, orjson.dumps(data, option=orjson.OPT_INDENT_2 | orjson.OPT_SORT_KEYS))
-            self._data = data
+        self._data = data
+
+    def _ours(self, key: str) -> bool:
+        try:
+            return parse_connect_key(key)[0] == self.engine_name
+        except OffsetError:
+            return False
 
     def entries(self) -> list[tuple[Partition, Offset]]:
         with self._lock:

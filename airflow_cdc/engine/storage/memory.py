@@ -5,8 +5,10 @@ from __future__ import annotations
 import threading
 from collections.abc import Iterable
 
+import orjson
+
 from airflow_cdc.engine.records import Offset, Partition
-from airflow_cdc.engine.storage.base import OffsetStore, connect_key, parse_connect_key
+from airflow_cdc.engine.storage.base import OffsetStore, connect_key, encode_entries, parse_connect_key
 
 
 class MemoryOffsetStore(OffsetStore):
@@ -22,10 +24,15 @@ class MemoryOffsetStore(OffsetStore):
             return None if offset is None else dict(offset)
 
     def write(self, entries: Iterable[tuple[Partition, Offset]]) -> None:
+        encoded = encode_entries(self.engine_name, entries)  # all entries checked before any is stored
         with self._lock:
-            for partition, offset in entries:
-                self._data[connect_key(self.engine_name, partition)] = dict(offset)
+            for key, value in encoded.items():
+                self._data[key] = orjson.loads(value)
             self.writes += 1
+
+    def delete(self, partition: Partition) -> None:
+        with self._lock:
+            self._data.pop(connect_key(self.engine_name, partition), None)
 
     def entries(self) -> list[tuple[Partition, Offset]]:
         with self._lock:
