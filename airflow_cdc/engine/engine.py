@@ -30,7 +30,13 @@ from airflow_cdc.engine.processing import (
 from airflow_cdc.engine.retry import RetryPolicy
 from airflow_cdc.engine.serialization import Serializer
 from airflow_cdc.engine.state import EngineState, StateMachine
-from airflow_cdc.engine.storage import FileOffsetStore, MemoryOffsetStore, OffsetReader, OffsetStore
+from airflow_cdc.engine.storage import (
+    OffsetReader,
+    OffsetStore,
+    build_offset_store,
+    offset_store_problems,
+    resolve_key_aliases,
+)
 from airflow_cdc.engine.task_runner import TaskRunner
 from airflow_cdc.engine.transforms import FunctionTransform, Transform, TransformChain, build_transform_chain
 
@@ -95,7 +101,9 @@ class Engine:
     def _validate(
         self, connector: SourceConnector | None, offset_store: OffsetStore | None
     ) -> tuple[dict[str, Any], SourceConnector, TransformChain]:
-        values, problems = ENGINE_CONFIG.check(self.config)
+        resolved, problems = resolve_key_aliases(self.config)
+        values, more = ENGINE_CONFIG.check(resolved)
+        problems.extend(more)
         if connector is None and "connector.class" in values:
             try:
                 connector = load_connector_class(values["connector.class"])()
@@ -103,18 +111,8 @@ class Engine:
                 problems.append(ConfigProblem("connector.class", str(exc), "name an installed connector"))
         if connector is not None:
             problems.extend(connector.validate(self.config))
-        if (
-            offset_store is None
-            and values.get("offset.storage") == "file"
-            and not values.get("offset.storage.file.filename")
-        ):
-            problems.append(
-                ConfigProblem(
-                    "offset.storage.file.filename",
-                    "is required with offset.storage=file",
-                    "set it to a file path, e.g. /var/lib/airflow-cdc/NAME/offsets.json, or use offset.storage=memory",
-                )
-            )
+        if offset_store is None:
+            problems.extend(offset_store_problems(values))
         chain = TransformChain()
         try:
             chain = build_transform_chain(self.config)
@@ -126,9 +124,7 @@ class Engine:
         return values, connector, chain
 
     def _configured_store(self) -> OffsetStore:
-        if self.settings["offset.storage"] == "memory":
-            return MemoryOffsetStore(self.name)
-        return FileOffsetStore(self.name, self.settings["offset.storage.file.filename"])
+        return build_offset_store(self.name, self.settings)
 
     # -- lifecycle -------------------------------------------------------------------------
     @property

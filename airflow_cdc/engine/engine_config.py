@@ -1,10 +1,11 @@
-"""The engine's own configuration fields, with Debezium's names and defaults."""
+"""The engine's own configuration fields, with Debezium's names and defaults (the offset store's
+fields, ``offset.storage*``, are declared in ``airflow_cdc.engine.storage.config``)."""
 
 from __future__ import annotations
 
 from airflow_cdc.engine.commit_policy import COMMIT_POLICY_ALIASES
 from airflow_cdc.engine.config import ConfigDef, Field, available_cores
-from airflow_cdc.engine.storage import OFFSET_STORAGE_ALIASES
+from airflow_cdc.engine.storage import OFFSET_STORAGE_CONFIG
 
 ENGINE_CONFIG = ConfigDef(
     [
@@ -19,14 +20,6 @@ ENGINE_CONFIG = ConfigDef(
             fix="set connector.class, e.g. connector.class=synthetic",
         ),
         Field("tasks.max", type="int", default=1, minimum=1, doc="Upper bound on the number of tasks."),
-        Field(
-            "offset.storage",
-            default="file",
-            choices=("file", "memory"),
-            aliases=OFFSET_STORAGE_ALIASES,
-            doc="Where offsets are kept.",
-        ),
-        Field("offset.storage.file.filename", default="", doc="The offsets file of offset.storage=file."),
         Field(
             "offset.flush.interval.ms",
             type="int",
@@ -99,4 +92,4 @@ ENGINE_CONFIG = ConfigDef(
             doc="How long a task waits for new changes when there are none.",
         ),
     ]
-)
+).merged(OFFSET_STORAGE_CONFIG)

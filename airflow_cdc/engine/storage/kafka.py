@@ -1,0 +1,264 @@
+"""Offsets in a compacted Kafka topic (Kafka Connect's ``KafkaOffsetBackingStore``), kafka-python.
+
+The topic holds Connect's records: key ``["<engine name>", {partition}]``, value the offset as
+JSON, a null value (tombstone) for a deleted offset. Compaction keeps the last record per key, so
+the topic stays as small as the number of partitions ever committed.
+
+``start`` creates the topic if it is missing (admin client, ``cleanup.policy=compact``) and reads
+every partition to its end. "The end" is the high watermark a fetch response reports
+(``consumer.highwater``), not ``end_offsets()``: some Kafka-protocol brokers (Tansu, ADR 0002)
+answer ListOffsets with less than the log end, and a store that trusted it would start from an
+old offset. The fetch high watermark is what a real Kafka reports too, so nothing here depends on
+the broker.
+
+``write`` returns only once the broker acknowledged every record (``acks=all``, then ``flush``),
+within ``offset.flush.timeout.ms``. The records of one write go to the broker as one batch per
+topic partition (``linger.ms`` is long, ``flush`` sends), which the broker appends whole; a write
+that fails raises, and whatever did land is still a valid committed position of its own partition.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import logging
+import threading
+import time
+from collections.abc import Iterable
+from typing import Any
+
+import orjson
+from kafka import KafkaAdminClient, KafkaConsumer, KafkaProducer, TopicPartition
+from kafka.admin import NewTopic
+from kafka.errors import KafkaError, TopicAlreadyExistsError
+
+from airflow_cdc.engine.errors import OffsetError, RetriableError
+from airflow_cdc.engine.records import Offset, Partition
+from airflow_cdc.engine.storage.base import OffsetStore, connect_key, encode_entries, parse_connect_key
+
+log = logging.getLogger(__name__)
+
+#: Longest wait between fetches while reading the topic to its end at start.
+_FETCH_MAX_WAIT_MS = 100
+#: Longer than any write takes to hand over its records: flush() sends them as one batch.
+_LINGER_MS = 10_000
+
+
+def _close_quietly(producer: KafkaProducer, timeout: float) -> None:
+    with contextlib.suppress(Exception):
+        producer.close(timeout=timeout)
+
+
+class KafkaOffsetStore(OffsetStore):
+    """``offset.storage=kafka``: ``bootstrap.servers``, ``offset.storage.topic``,
+    ``offset.storage.partitions``, ``offset.storage.replication.factor``."""
+
+    def __init__(
+        self,
+        engine_name: str,
+        *,
+        bootstrap_servers: str,
+        topic: str,
+        partitions: int = 1,
+        replication_factor: int = -1,
+        flush_timeout_ms: int = 5_000,
+        request_timeout_ms: int = 30_000,
+        start_timeout_ms: int = 60_000,
+    ) -> None:
+        super().__init__(engine_name)
+        self.bootstrap_servers = bootstrap_servers
+        self.topic = topic
+        self.partitions = partitions
+        self.replication_factor = replication_factor
+        self.flush_timeout_ms = flush_timeout_ms
+        self.request_timeout_ms = request_timeout_ms
+        self.start_timeout_ms = start_timeout_ms
+        self._lock = threading.Lock()
+        self._data: dict[str, Offset] = {}
+        self._producer: KafkaProducer | None = None
+
+    def _client(self) -> dict[str, Any]:
+        # bootstrap_timeout_ms bounds the wait for an unreachable broker (kafka-python: 30 s).
+        return {
+            "bootstrap_servers": self.bootstrap_servers,
+            "client_id": f"airflow-cdc-offsets-{self.engine_name}",
+            "request_timeout_ms": self.request_timeout_ms,
+            "bootstrap_timeout_ms": self.request_timeout_ms,
+        }
+
+    def _unreachable(self, what: str, exc: BaseException) -> RetriableError:
+        return RetriableError(
+            f"Kafka offset store: {what} failed for topic {self.topic!r} at "
+            f"bootstrap.servers={self.bootstrap_servers}: {type(exc).__name__}: {exc}"
+        )
+
+    # -- start: create the topic, read it to the end -------------------------------------------
+    def start(self) -> None:
+        try:
+            self._create_topic()
+            data = self._read_to_end()
+        except KafkaError as exc:
+            raise self._unreachable("start", exc) from exc
+        with self._lock:
+            self._data = data
+        log.info("Kafka offset store: %d offset(s) of %r read from %r", len(data), self.engine_name, self.topic)
+
+    def _create_topic(self) -> None:
+        admin = KafkaAdminClient(**self._client())
+        try:
+            admin.create_topics(
+                [
+                    NewTopic(
+                        self.topic,
+                        self.partitions,
+                        self.replication_factor,
+                        topic_configs={"cleanup.policy": "compact"},
+                    )
+                ]
+            )
+            log.info("Kafka offset store: created the compacted topic %r", self.topic)
+        except TopicAlreadyExistsError:
+            pass
+        finally:
+            admin.close()
+
+    def _read_to_end(self) -> dict[str, Offset]:
+        consumer = KafkaConsumer(
+            **self._client(),
+            group_id=None,
+            enable_auto_commit=False,
+            auto_offset_reset="earliest",
+            fetch_max_wait_ms=_FETCH_MAX_WAIT_MS,
+        )
+        try:
+            partitions = self._topic_partitions(consumer)
+            consumer.assign(partitions)
+            consumer.seek_to_beginning(*partitions)
+            data: dict[str, Offset] = {}
+            deadline = time.monotonic() + self.start_timeout_ms / 1000
+            while not self._at_end(consumer, partitions):
+                if time.monotonic() > deadline:
+                    raise OffsetError(
+                        f"Kafka offset store: topic {self.topic!r} was not read to its end within "
+                        f"{self.start_timeout_ms} ms (bootstrap.servers={self.bootstrap_servers})"
+                    )
+                for records in consumer.poll(timeout_ms=_FETCH_MAX_WAIT_MS * 2).values():
+                    for record in records:
+                        self._apply(data, record.key, record.value)
+            return data
+        finally:
+            consumer.close()
+
+    def _topic_partitions(self, consumer: KafkaConsumer) -> list[TopicPartition]:
+        deadline = time.monotonic() + self.request_timeout_ms / 1000
+        while True:
+            ids = consumer.partitions_for_topic(self.topic)
+            if ids:
+                return [TopicPartition(self.topic, i) for i in sorted(ids)]
+            if time.monotonic() > deadline:
+                raise OffsetError(
+                    f"Kafka offset store: topic {self.topic!r} has no partitions after "
+                    f"{self.request_timeout_ms} ms (bootstrap.servers={self.bootstrap_servers})"
+                )
+            consumer.topics()  # forces a metadata refresh
+            time.sleep(0.05)
+
+    @staticmethod
+    def _at_end(consumer: KafkaConsumer, partitions: list[TopicPartition]) -> bool:
+        # The high watermark arrives with a fetch response (None before the first one); the
+        # position is the next offset to read. Compaction and transaction markers may skip
+        # offsets, hence >=.
+        for tp in partitions:
+            highwater = consumer.highwater(tp)
+            if highwater is None or consumer.position(tp) < highwater:
+                return False
+        return True
+
+    def _apply(self, data: dict[str, Offset], key: bytes | None, value: bytes | None) -> None:
+        if key is None:
+            return
+        try:
+            name, partition = parse_connect_key(key.decode())
+        except (OffsetError, UnicodeDecodeError):
+            log.warning("Kafka offset store: skipping a record with a foreign key in %r: %r", self.topic, key[:200])
+            return
+        if name != self.engine_name:
+            return
+        ours = connect_key(name, partition)  # one spelling per partition, whatever the writer's key order
+        if value is None:
+            data.pop(ours, None)
+            return
+        try:
+            offset = orjson.loads(value)
+        except orjson.JSONDecodeError as exc:
+            raise OffsetError(f"Kafka offset store: the offset of {ours} in {self.topic!r} is not JSON: {exc}") from exc
+        data[ours] = offset
+
+    # -- reads and writes ----------------------------------------------------------------------
+    def read(self, partition: Partition) -> Offset | None:
+        with self._lock:
+            offset = self._data.get(connect_key(self.engine_name, partition))
+            return None if offset is None else dict(offset)
+
+    def entries(self) -> list[tuple[Partition, Offset]]:
+        with self._lock:
+            return [(parse_connect_key(k)[1], dict(v)) for k, v in self._data.items()]
+
+    def write(self, entries: Iterable[tuple[Partition, Offset]]) -> None:
+        encoded = encode_entries(self.engine_name, entries)
+        if not encoded:
+            return
+        with self._lock:
+            self._send(dict(encoded))
+            for key, value in encoded.items():
+                self._data[key] = orjson.loads(value)
+
+    def delete(self, partition: Partition) -> None:
+        key = connect_key(self.engine_name, partition)
+        with self._lock:
+            self._send({key: None})
+            self._data.pop(key, None)
+
+    def _send(self, records: dict[str, bytes | None]) -> None:
+        """Send and wait for the broker's acknowledgement of every record; RetriableError if
+        one is missing after offset.flush.timeout.ms (the producer is then replaced)."""
+        try:
+            producer = self._producer or self._new_producer()
+            self._producer = producer
+            futures = [producer.send(self.topic, key=key.encode(), value=value) for key, value in records.items()]
+            producer.flush(self.flush_timeout_ms / 1000)
+            for future in futures:
+                future.get(timeout=0)
+        except KafkaError as exc:
+            self._drop_producer()
+            raise self._unreachable(f"writing {len(records)} offset record(s)", exc) from exc
+
+    def _new_producer(self) -> KafkaProducer:
+        return KafkaProducer(
+            **self._client(),
+            acks="all",
+            # One batch per partition per write: flush() sends it, the long linger keeps the
+            # sender from cutting it in pieces before that.
+            linger_ms=_LINGER_MS,
+            max_block_ms=self.flush_timeout_ms,
+            delivery_timeout_ms=_LINGER_MS + self.request_timeout_ms + self.flush_timeout_ms,
+        )
+
+    def _drop_producer(self) -> None:
+        # A producer that failed may be in a fatal state (an idempotent producer whose broker
+        # lost its log stays failed): the next write starts a new one. kafka-python's close()
+        # flushes first and raises while records are pending, leaving the producer open, so
+        # the old one is closed on a thread once its records are delivered or expired. A
+        # record it still delivers holds an offset that was committable when written: an
+        # older position at worst (duplicates after a restart), never one past unsent records.
+        producer, self._producer = self._producer, None
+        if producer is not None:
+            timeout = (_LINGER_MS + self.request_timeout_ms + self.flush_timeout_ms) / 1000
+            threading.Thread(
+                target=_close_quietly, args=(producer, timeout), name="kafka-offset-store-close", daemon=True
+            ).start()
+
+    def stop(self) -> None:
+        with self._lock:
+            producer, self._producer = self._producer, None
+        if producer is not None:
+            _close_quietly(producer, self.flush_timeout_ms / 1000)
