@@ -1,33 +1,107 @@
-"""``airflow-cdc`` command line."""
+"""``airflow-cdc`` command line: thin over airflow_cdc.engine.server and airflow_cdc.demo.
+
+Exit codes: 0 done, 1 failed, 2 invalid configuration (every problem listed), 3 refused
+(e.g. changing offsets of a running instance).
+"""
 
 from __future__ import annotations
 
 import argparse
+import json
 import logging
 import sys
+from pathlib import Path
+from typing import Any
+
+EXIT_FAILED, EXIT_CONFIG, EXIT_REFUSED = 1, 2, 3
 
 
-def main(argv: list[str] | None = None) -> int:
+def _parser() -> argparse.ArgumentParser:
     parser = argparse.ArgumentParser(prog="airflow-cdc", description="Change-data-capture for Apache Airflow.")
     parser.add_argument("-v", "--verbose", action="store_true", help="log the engine's state changes")
     commands = parser.add_subparsers(dest="command", required=True)
     demo = commands.add_parser("demo", help="run the end-to-end demo on embedded defaults")
     demo.add_argument("--writes", type=int, default=600, help="transactions in the write load (default 600)")
     demo.add_argument("--show", type=int, default=4, help="events printed (default 4)")
-    args = parser.parse_args(argv)
+
+    engine = commands.add_parser("engine", help="run and manage engine instances").add_subparsers(
+        dest="action", required=True
+    )
+    for action, text in (
+        ("run", "run the instance in the foreground until SIGTERM/SIGINT or POST /stop"),
+        ("start", "start the instance detached; return once it is polling"),
+        ("stop", "stop it gracefully (SIGTERM), wait, then SIGKILL"),
+        ("status", "state, tasks, offsets, lag and counters"),
+        ("check", "validate the configuration only"),
+    ):
+        sub = engine.add_parser(action, help=text)
+        sub.add_argument("--config", required=True, type=Path, help="YAML or Java-properties file, Debezium keys")
+        if action in ("start", "stop"):
+            sub.add_argument("--timeout", type=float, default=60.0, help="seconds to wait (default 60)")
+    return parser
+
+
+def main(argv: list[str] | None = None) -> int:
+    args = _parser().parse_args(argv)
     logging.basicConfig(
-        level=logging.INFO if args.verbose else logging.WARNING,
+        level=logging.INFO if args.verbose or getattr(args, "action", None) == "run" else logging.WARNING,
         format="%(asctime)s %(levelname)s %(name)s: %(message)s",
     )
     if args.command == "demo":
-        from airflow_cdc.demo import run_demo
+        return _demo(args)
+    from airflow_cdc.engine.errors import CdcError, ConfigError
 
-        try:
-            run_demo(writes=args.writes, show=args.show)
-        except (AssertionError, TimeoutError) as exc:
-            print(f"demo check FAILED: {exc}", file=sys.stderr)
-            return 1
+    try:
+        return _engine(args)
+    except ConfigError as exc:
+        print(f"invalid configuration in {args.config}:", file=sys.stderr)
+        for problem in exc.problems:
+            print(f"  - {problem.key}: {problem.message} (fix: {problem.fix})", file=sys.stderr)
+        return EXIT_CONFIG
+    except CdcError as exc:
+        print(f"error: {exc}", file=sys.stderr)
+        return EXIT_FAILED
+
+
+def _demo(args: argparse.Namespace) -> int:
+    from airflow_cdc.demo import run_demo
+
+    try:
+        run_demo(writes=args.writes, show=args.show)
+    except (AssertionError, TimeoutError) as exc:
+        print(f"demo check FAILED: {exc}", file=sys.stderr)
+        return EXIT_FAILED
     return 0
+
+
+def _engine(args: argparse.Namespace) -> int:
+    from airflow_cdc.engine.errors import ConfigError
+    from airflow_cdc.engine.server import control
+    from airflow_cdc.engine.server.config_file import load_config_file
+    from airflow_cdc.engine.server.instance import EngineInstance, check
+
+    props = load_config_file(args.config)
+    if args.action in ("run", "start", "check"):
+        problems = check(props)
+        if problems:
+            raise ConfigError(problems)
+    if args.action == "check":
+        print("configuration OK")
+        return 0
+    if args.action == "run":
+        return EngineInstance(props).run()
+    if args.action == "start":
+        _print(control.start_detached(args.config.resolve(), props, args.timeout))
+        return 0
+    if args.action == "stop":
+        _print(control.stop(props, args.timeout) or {"name": props.get("name"), "state": "NOT_RUNNING"})
+        return 0
+    _print(control.status(props))
+    return 0
+
+
+def _print(data: Any) -> None:
+    print(json.dumps(data, indent=2, sort_keys=True, default=str))
 
 
 if __name__ == "__main__":

@@ -65,6 +65,12 @@ class SourceTask(abc.ABC):
     def stop(self) -> None:
         """Release connections. Must also work after a ``start`` that failed half-way."""
 
+    def metrics(self) -> dict[str, float]:
+        """Source-side figures for status and metrics, e.g. ``lag_bytes`` (newest source
+        position seen minus the committed one) or ``snapshot_rows_scanned``. Called from other
+        threads: read fields, do no I/O."""
+        return {}
+
 
 class SourceConnector(abc.ABC):
     """Validates the source config and splits the work into task configs."""

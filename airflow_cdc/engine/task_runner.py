@@ -53,6 +53,7 @@ class TaskRunner:
         self.polled = 0
         self.committed: dict[str, Any] = {}
         self.commits = 0
+        self.ms_behind_source: int | None = None  # Debezium's MilliSecondsBehindSource, per batch
         self._committed_seq = 0
         self._last_commit = clock.monotonic()
         self.thread = threading.Thread(target=self._main, name=f"cdc-task-{self.task_id}", daemon=True)
@@ -103,6 +104,9 @@ class TaskRunner:
                     raise
                 if records:
                     self.polled += len(records)
+                    event_ms = records[-1].timestamp_ms
+                    if event_ms is not None:
+                        self.ms_behind_source = max(0, self._clock.time_ns() // 1_000_000 - event_ms)
                     self._processor.process(records, self.tracker.track(records))
                 self.maybe_commit()
         except BaseException as exc:
@@ -155,6 +159,13 @@ class TaskRunner:
         except Exception as exc:
             log.error("task %s: stop failed: %s", self.task_id, exc)
 
+    def _source_metrics(self) -> dict[str, float]:
+        try:
+            return self.task.metrics()
+        except Exception as exc:  # a status call must never fail because of a source
+            log.debug("task %s: metrics failed: %s", self.task_id, exc)
+            return {}
+
     def status(self) -> dict[str, Any]:
         return {
             "id": self.task_id,
@@ -163,6 +174,8 @@ class TaskRunner:
             "committed_records": self._committed_seq,
             "commits": self.commits,
             "offsets": self.committed,
+            "ms_behind_source": self.ms_behind_source,
+            "source": self._source_metrics(),
             "error": None if self.error is None and self.start_error is None else str(self.error or self.start_error),
         }
 

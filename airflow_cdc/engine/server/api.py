@@ -1,0 +1,176 @@
+"""The control HTTP API of an engine instance (stdlib ``http.server``; ADR 0006).
+
+Bound to loopback by default; every route but ``/health`` and ``/openapi.json`` needs
+``Authorization: Bearer <token>``. Besides its own routes it answers the read side of Kafka
+Connect's REST API for its one connector (``/connectors``, ``/connectors/<name>``,
+``.../status``, ``.../offsets``, ``PUT .../stop``), so a client written for a Debezium
+connector on a Connect cluster can drive an embedded instance the same way.
+"""
+
+from __future__ import annotations
+
+import hmac
+import logging
+import threading
+from http import HTTPStatus
+from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
+from typing import TYPE_CHECKING, Any
+from urllib.parse import urlsplit
+
+import orjson
+
+from airflow_cdc.engine.server.metrics import render_metrics
+from airflow_cdc.engine.server.openapi import OPENAPI
+
+if TYPE_CHECKING:
+    from airflow_cdc.engine.server.instance import EngineInstance
+
+log = logging.getLogger(__name__)
+
+PUBLIC = {"/health", "/openapi.json"}
+
+
+class ControlApi:
+    def __init__(self, instance: EngineInstance, host: str, port: int, token: str) -> None:
+        self.instance = instance
+        self.token = token
+        self._server = _Server((host, port), self)
+        self._thread = threading.Thread(target=self._server.serve_forever, name="control-api", daemon=True)
+
+    @property
+    def url(self) -> str:
+        host, port = self._server.server_address[:2]
+        return f"http://{host!s}:{port}"
+
+    def start(self) -> str:
+        self._thread.start()
+        log.info("instance %r: control API at %s", self.instance.name, self.url)
+        return self.url
+
+    def stop(self) -> None:
+        self._server.shutdown()
+        self._server.server_close()
+
+    def authorized(self, header: str | None) -> bool:
+        scheme, _, credentials = (header or "").partition(" ")
+        return scheme.lower() == "bearer" and hmac.compare_digest(credentials.strip().encode(), self.token.encode())
+
+    def route(self, method: str, path: str) -> tuple[int, Any]:
+        instance = self.instance
+        connector = f"/connectors/{instance.name}"
+        routes: dict[tuple[str, str], Any] = {
+            ("GET", "/health"): lambda: {"status": "UP"},
+            ("GET", "/openapi.json"): lambda: OPENAPI,
+            ("GET", "/status"): instance.status,
+            ("GET", "/offsets"): lambda: {"offsets": instance.offsets()},
+            ("POST", "/stop"): self._stop,
+            ("GET", "/connectors"): lambda: [instance.name],
+            ("GET", connector): self._connector_info,
+            ("GET", connector + "/status"): self._connect_status,
+            ("GET", connector + "/offsets"): lambda: {"offsets": instance.offsets()},
+            ("PUT", connector + "/stop"): self._stop,
+        }
+        handler = routes.get((method, path))
+        if handler is None:
+            if any(p == path for _, p in routes):
+                return HTTPStatus.METHOD_NOT_ALLOWED, {"error": f"{method} is not allowed on {path}"}
+            return HTTPStatus.NOT_FOUND, {"error": f"no route {path}"}
+        result = handler()
+        return (HTTPStatus.ACCEPTED if method in ("POST", "PUT") else HTTPStatus.OK), result
+
+    def _stop(self) -> dict[str, Any]:
+        self.instance.request_stop()
+        return {"name": self.instance.name, "state": "STOPPING"}
+
+    def _connector_info(self) -> dict[str, Any]:
+        status = self.instance.status()
+        return {
+            "name": self.instance.name,
+            "type": "source",
+            "config": {k: v for k, v in self.instance.engine.config.items() if "password" not in k},
+            "tasks": [{"connector": self.instance.name, "task": i} for i, _ in enumerate(status["tasks"])],
+        }
+
+    def _connect_status(self) -> dict[str, Any]:
+        """Kafka Connect's status document (RUNNING, FAILED, ...)."""
+        status = self.instance.status()
+        state = _connect_state(status["state"], status["error"])
+        worker = f"{self.url.removeprefix('http://')}"
+        tasks = [
+            {
+                "id": i,
+                "state": "FAILED" if task.get("error") else state,
+                "worker_id": worker,
+                **({"trace": task["error"]} if task.get("error") else {}),
+            }
+            for i, task in enumerate(status["tasks"])
+        ]
+        connector: dict[str, Any] = {"state": state, "worker_id": worker}
+        if status["error"]:
+            connector["trace"] = status["error"]
+        return {"name": self.instance.name, "connector": connector, "tasks": tasks, "type": "source"}
+
+
+def _connect_state(engine_state: str, error: str | None) -> str:
+    if error:
+        return "FAILED"
+    if engine_state in ("STOPPING", "STOPPED"):
+        return "STOPPED"
+    if engine_state == "POLLING_TASKS":
+        return "RUNNING"
+    return "UNASSIGNED"
+
+
+class _Server(ThreadingHTTPServer):
+    daemon_threads = True
+
+    def __init__(self, address: tuple[str, int], api: ControlApi) -> None:
+        super().__init__(address, _Handler)
+        self.api = api
+
+
+class _Handler(BaseHTTPRequestHandler):
+    server: _Server
+    server_version = "airflow-cdc"
+
+    def do_GET(self) -> None:
+        self._serve("GET")
+
+    def do_POST(self) -> None:
+        self._serve("POST")
+
+    def do_PUT(self) -> None:
+        self._serve("PUT")
+
+    def _serve(self, method: str) -> None:
+        api = self.server.api
+        path = urlsplit(self.path).path.rstrip("/") or "/"
+        if path not in PUBLIC and not api.authorized(self.headers.get("Authorization")):
+            self._send(HTTPStatus.UNAUTHORIZED, {"error": "missing or wrong bearer token"}, auth=True)
+            return
+        if path == "/metrics" and method == "GET":
+            text, content_type = render_metrics(api.instance)
+            self._send_bytes(HTTPStatus.OK, text, content_type)
+            return
+        try:
+            status, body = api.route(method, path)
+        except Exception as exc:  # a broken request must not take the instance down
+            log.exception("control API: %s %s failed", method, path)
+            status, body = HTTPStatus.INTERNAL_SERVER_ERROR, {"error": f"{type(exc).__name__}: {exc}"}
+        self._send(status, body)
+
+    def _send(self, status: int, body: Any, *, auth: bool = False) -> None:
+        data = orjson.dumps(body, default=str, option=orjson.OPT_NON_STR_KEYS)
+        self._send_bytes(status, data, "application/json", auth=auth)
+
+    def _send_bytes(self, status: int, data: bytes, content_type: str, *, auth: bool = False) -> None:
+        self.send_response(status)
+        self.send_header("Content-Type", content_type)
+        self.send_header("Content-Length", str(len(data)))
+        if auth:
+            self.send_header("WWW-Authenticate", 'Bearer realm="airflow-cdc"')
+        self.end_headers()
+        self.wfile.write(data)
+
+    def log_message(self, format: str, *args: Any) -> None:
+        log.debug("control API: " + format, *args)

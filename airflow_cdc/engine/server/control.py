@@ -1,0 +1,119 @@
+"""Managing instances from outside: start one detached, stop it, ask for its status.
+
+Used by ``airflow-cdc engine start|stop|status`` and by the Airflow hook's local mode. A
+detached instance is ``airflow-cdc engine run`` in its own session, its output appended to
+``<state.dir>/engine.log``; ``start`` returns once ``instance.json`` shows the new process
+polling (or fails with the log's tail if it exits first).
+"""
+
+from __future__ import annotations
+
+import contextlib
+import os
+import signal
+import subprocess
+import sys
+import time
+import urllib.error
+import urllib.request
+from collections.abc import Mapping
+from pathlib import Path
+from typing import Any
+
+import orjson
+
+from airflow_cdc.engine.errors import CdcError
+from airflow_cdc.engine.server.instance import LOG, STATUS, api_token, is_running, read_status, resolve, state_dir
+
+RUNNING = "POLLING_TASKS"
+
+
+def start_detached(config_file: Path, props: Mapping[str, Any], timeout: float = 120.0) -> dict[str, Any]:
+    """Start the instance of ``config_file`` in the background; its status once it polls."""
+    directory = state_dir(props)
+    if is_running(directory):
+        raise CdcError(f"instance {props.get('name')!r} is already running ({directory})")
+    directory.mkdir(parents=True, exist_ok=True)
+    with open(directory / LOG, "ab") as log, open(os.devnull, "rb") as stdin:
+        process = subprocess.Popen(
+            [sys.executable, "-m", "airflow_cdc.cli", "engine", "run", "--config", str(config_file)],
+            stdin=stdin,
+            stdout=log,
+            stderr=subprocess.STDOUT,
+            start_new_session=True,  # not killed with the shell or the Airflow task that started it
+        )
+    deadline = time.monotonic() + timeout
+    while time.monotonic() < deadline:
+        status = read_status(directory)
+        if status and status.get("pid") == process.pid and status.get("state") == RUNNING:
+            return status
+        if process.poll() is not None:
+            raise CdcError(f"the instance exited with code {process.returncode}:\n{log_tail(directory)}")
+        time.sleep(0.1)
+    raise CdcError(f"the instance did not reach {RUNNING} within {timeout:.0f}s:\n{log_tail(directory)}")
+
+
+def stop(props: Mapping[str, Any], timeout: float = 60.0) -> dict[str, Any] | None:
+    """SIGTERM (graceful: the engine commits and releases its slots), wait, then SIGKILL."""
+    directory = state_dir(props)
+    status = read_status(directory)
+    if not is_running(directory) or not status:
+        return status
+    pid = int(status["pid"])
+    _signal(pid, signal.SIGTERM)
+    if not _wait_unlocked(directory, timeout):
+        _signal(pid, signal.SIGKILL)
+        if not _wait_unlocked(directory, 10):
+            raise CdcError(f"instance {props.get('name')!r} (pid {pid}) survived SIGKILL")
+        raise CdcError(f"instance {props.get('name')!r} did not stop within {timeout:.0f}s and was killed")
+    return read_status(directory)
+
+
+def status(props: Mapping[str, Any], timeout: float = 5.0) -> dict[str, Any]:
+    """A running instance's live status from its API, else the last one it wrote."""
+    directory = state_dir(props)
+    written = read_status(directory) or {"name": props.get("name"), "state": "NEVER_STARTED"}
+    if not is_running(directory):
+        if written.get("state") not in ("STOPPED", "NEVER_STARTED"):
+            written["state"] = "DEAD"  # the process is gone without saying so (kill -9, OOM)
+        return written
+    if not written.get("api"):
+        return written
+    live: dict[str, Any] = api_call(str(written["api"]), "/status", api_token(resolve(props)), timeout=timeout)
+    return live
+
+
+def api_call(base: str, path: str, token: str, *, method: str = "GET", timeout: float = 5.0) -> Any:
+    request = urllib.request.Request(base + path, method=method, headers={"Authorization": f"Bearer {token}"})
+    try:
+        with urllib.request.urlopen(request, timeout=timeout) as response:
+            return orjson.loads(response.read())
+    except urllib.error.HTTPError as exc:
+        raise CdcError(f"{method} {path} answered {exc.code}: {exc.read().decode(errors='replace')}") from exc
+    except OSError as exc:
+        raise CdcError(f"{method} {base}{path} failed: {exc}") from exc
+
+
+def log_tail(directory: Path, lines: int = 20) -> str:
+    try:
+        text = (directory / LOG).read_text(errors="replace")
+    except FileNotFoundError:
+        return "(no log)"
+    return "\n".join(text.splitlines()[-lines:])
+
+
+def _signal(pid: int, signum: int) -> None:
+    with contextlib.suppress(ProcessLookupError):  # it exited meanwhile
+        os.kill(pid, signum)
+
+
+def _wait_unlocked(directory: Path, timeout: float) -> bool:
+    deadline = time.monotonic() + timeout
+    while time.monotonic() < deadline:
+        if not is_running(directory):
+            return True
+        time.sleep(0.05)
+    return False
+
+
+__all__ = ["STATUS", "api_call", "log_tail", "start_detached", "status", "stop"]

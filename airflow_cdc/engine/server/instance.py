@@ -1,0 +1,259 @@
+"""An engine instance: one named engine, its sink and its control API, run as one process.
+
+Everything an instance keeps lives in its state directory (``state.dir``, by default
+``~/.airflow-cdc/<name>``):
+
+* ``instance.lock`` - held (flock) while the instance runs: "is it running?" is answered by the
+  kernel, so a ``kill -9`` leaves no stale claim behind;
+* ``instance.json`` - pid, state, API address, error; rewritten atomically on every change, so
+  ``start`` can wait for the state and ``status`` can report a stopped instance;
+* ``api.token`` - the generated bearer token (mode 0600) when ``api.token`` is not set;
+* ``offsets.json`` and ``changelog/`` - the defaults of ``offset.storage.file.filename`` and
+  ``sink.changelog.dir``.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import fcntl
+import logging
+import os
+import secrets
+import signal
+import threading
+import time
+from collections.abc import Iterator, Mapping
+from pathlib import Path
+from typing import IO, Any
+
+import orjson
+
+from airflow_cdc.engine.config import ConfigDef, Field
+from airflow_cdc.engine.engine import Engine
+from airflow_cdc.engine.errors import CdcError, ConfigError, ConfigProblem
+from airflow_cdc.engine.serialization import JsonSerializer
+from airflow_cdc.engine.sinks import SINK_CONFIG, SINKS, Sink, build_sink
+
+log = logging.getLogger(__name__)
+
+INSTANCE_CONFIG = ConfigDef(
+    [
+        Field(
+            "state.dir",
+            default="",
+            doc="The instance's directory (offsets, changelog, status, log); default ~/.airflow-cdc/<name>.",
+        ),
+        Field("api.enabled", type="bool", default=True, doc="Serve the control HTTP API."),
+        Field("api.host", default="127.0.0.1", doc="Address the control API binds to (loopback by default)."),
+        Field("api.port", type="int", default=0, minimum=0, doc="0: any free port (see instance.json)."),
+        Field(
+            "api.token",
+            default="",
+            doc="Bearer token of the control API; empty: generated once into <state.dir>/api.token.",
+        ),
+    ]
+)
+
+LOCK, STATUS, TOKEN, LOG = "instance.lock", "instance.json", "api.token", "engine.log"
+
+
+def state_dir(props: Mapping[str, Any]) -> Path:
+    configured = str(props.get("state.dir") or "")
+    if configured:
+        return Path(configured).expanduser()
+    return Path.home() / ".airflow-cdc" / str(props.get("name") or "engine")
+
+
+def resolve(props: Mapping[str, Any]) -> dict[str, Any]:
+    """The configuration with the defaults that live in the state directory filled in."""
+    directory = state_dir(props)
+    out = dict(props)
+    out["state.dir"] = str(directory)
+    out.setdefault("offset.storage.file.filename", str(directory / "offsets.json"))
+    out.setdefault("sink.changelog.dir", str(directory / "changelog"))
+    return out
+
+
+def check(props: Mapping[str, Any]) -> list[ConfigProblem]:
+    """Every problem of the instance, sink and engine configuration (not just the first)."""
+    settings = resolve(props)
+    problems = INSTANCE_CONFIG.check(settings)[1]
+    kinds, sink_problems = SINK_CONFIG.check(settings)
+    problems += sink_problems
+    if not sink_problems:
+        problems += SINKS[kinds["sink.type"]].config.check(settings)[1]
+    try:
+        Engine(settings, batch_handler=_Nowhere())
+    except ConfigError as exc:
+        problems += exc.problems
+    return problems
+
+
+class _Nowhere:
+    def handle_batch(self, records: list[Any], committer: Any) -> None:
+        raise AssertionError("only used to validate a configuration")
+
+
+def read_status(directory: Path) -> dict[str, Any] | None:
+    try:
+        data = orjson.loads((directory / STATUS).read_bytes())
+    except (FileNotFoundError, orjson.JSONDecodeError):
+        return None
+    return data if isinstance(data, dict) else None
+
+
+def is_running(directory: Path) -> bool:
+    """Whether an instance holds the state directory's lock."""
+    try:
+        with _locked(directory, blocking=False):
+            return False
+    except BlockingIOError:
+        return True
+
+
+@contextlib.contextmanager
+def _locked(directory: Path, *, blocking: bool) -> Iterator[IO[str]]:
+    directory.mkdir(parents=True, exist_ok=True)
+    with open(directory / LOCK, "a+") as lock:
+        fcntl.flock(lock, fcntl.LOCK_EX | (0 if blocking else fcntl.LOCK_NB))
+        try:
+            yield lock
+        finally:
+            fcntl.flock(lock, fcntl.LOCK_UN)
+
+
+def offsets_lock(directory: Path) -> contextlib.AbstractContextManager[IO[str]]:
+    """Held while offsets are changed from outside: refuses (BlockingIOError) a running instance."""
+    return _locked(directory, blocking=False)
+
+
+def api_token(settings: Mapping[str, Any]) -> str:
+    if settings.get("api.token"):
+        return str(settings["api.token"])
+    path = Path(settings["state.dir"]) / TOKEN
+    try:
+        return path.read_text().strip()
+    except FileNotFoundError:
+        pass
+    token = secrets.token_urlsafe(32)
+    fd = os.open(path, os.O_WRONLY | os.O_CREAT | os.O_EXCL, 0o600)
+    with os.fdopen(fd, "w") as file:
+        file.write(token + "\n")
+    return token
+
+
+class EngineInstance:
+    """Runs until stopped (SIGTERM, SIGINT, ``POST /stop``) or until the engine fails."""
+
+    def __init__(self, props: Mapping[str, Any]) -> None:
+        problems = check(props)
+        if problems:
+            raise ConfigError(problems)
+        self.settings = resolve(props)
+        self.directory = Path(self.settings["state.dir"])
+        self.instance_settings = INSTANCE_CONFIG.validate(self.settings)
+        self.name = str(self.settings["name"])
+        self.sink: Sink = build_sink(self.settings)
+        self.engine = Engine(self.settings, batch_handler=self.sink, serializer=JsonSerializer())
+        self.stop_requested = threading.Event()
+        self.started_at = time.time()
+        self.api_url: str | None = None
+        self.token = ""
+        self.start_error: CdcError | None = None
+        self._last_written: str | None = None
+
+    def request_stop(self) -> None:
+        self.stop_requested.set()
+
+    def run(self) -> int:
+        """Run in the foreground; 0 after a requested stop, 1 if the engine failed."""
+        self.directory.mkdir(parents=True, exist_ok=True)
+        try:
+            with _locked(self.directory, blocking=False):
+                return self._run_locked()
+        except BlockingIOError:
+            running = read_status(self.directory) or {}
+            raise CdcError(
+                f"instance {self.name!r} is already running (pid {running.get('pid')}) in {self.directory}"
+            ) from None
+
+    def _run_locked(self) -> int:
+        from airflow_cdc.engine.server.api import ControlApi
+
+        self._install_signal_handlers()
+        api = None
+        if self.instance_settings["api.enabled"]:
+            self.token = api_token(self.settings)
+            api = ControlApi(self, self.instance_settings["api.host"], self.instance_settings["api.port"], self.token)
+            self.api_url = api.start()
+        self._write_status()
+        engine_thread = threading.Thread(target=self._run_engine, name=f"engine-{self.name}")
+        try:
+            self.sink.start()
+            engine_thread.start()
+            while engine_thread.is_alive() and not self.stop_requested.wait(0.2):
+                self._write_status()
+        except CdcError as exc:
+            log.error("instance %r: %s", self.name, exc)
+            self.start_error = exc
+        finally:
+            self._stop(engine_thread)
+            if api is not None:
+                api.stop()
+        return 0 if self.engine.error is None and self.start_error is None else 1
+
+    def _run_engine(self) -> None:
+        try:
+            self.engine.run()
+        except Exception as exc:  # the engine records it; run() re-raises for embedders
+            log.error("instance %r: engine failed: %s", self.name, exc)
+
+    def _stop(self, engine_thread: threading.Thread) -> None:
+        timeout = self.engine.settings["task.management.timeout.ms"] / 1000
+        try:
+            self.engine.close(timeout)
+        except TimeoutError as exc:
+            log.error("instance %r: %s", self.name, exc)
+        if engine_thread.ident is not None:
+            engine_thread.join(timeout)
+        try:
+            self.sink.close()
+        except Exception as exc:
+            log.error("instance %r: closing the sink failed: %s", self.name, exc)
+        self._write_status()
+
+    def _install_signal_handlers(self) -> None:
+        if threading.current_thread() is not threading.main_thread():
+            return
+        for signum in (signal.SIGTERM, signal.SIGINT):
+            signal.signal(signum, lambda *_: self.request_stop())
+
+    def status(self) -> dict[str, Any]:
+        engine = self.engine.status()
+        return {
+            "name": self.name,
+            "state": engine["state"],
+            "pid": os.getpid(),
+            "started_at": self.started_at,
+            "uptime_s": round(time.time() - self.started_at, 3),
+            "connector": {"class": self.settings.get("connector.class"), "type": "source"},
+            "tasks": engine["tasks"],
+            "sink": {"type": self.sink.type, **self.sink.metrics()},
+            "api": self.api_url,
+            "state_dir": str(self.directory),
+            "error": engine["error"] or (None if self.start_error is None else str(self.start_error)),
+        }
+
+    def offsets(self) -> list[dict[str, Any]]:
+        return [{"partition": p, "offset": o} for p, o in self.engine.offset_store.entries()]
+
+    def _write_status(self) -> None:
+        status = self.status()
+        status.pop("uptime_s")
+        data = orjson.dumps(status, option=orjson.OPT_INDENT_2 | orjson.OPT_SORT_KEYS)
+        if data.decode() == self._last_written:
+            return
+        temp = self.directory / f".{STATUS}.tmp"
+        temp.write_bytes(data)
+        os.replace(temp, self.directory / STATUS)
+        self._last_written = data.decode()

@@ -1,0 +1,43 @@
+"""The control API's OpenAPI document (served at ``/openapi.json``)."""
+
+from __future__ import annotations
+
+from typing import Any
+
+
+def _op(summary: str, response: str = "OK", *, public: bool = False) -> dict[str, Any]:
+    operation: dict[str, Any] = {
+        "summary": summary,
+        "responses": {"200": {"description": response}, "401": {"description": "missing or wrong bearer token"}},
+    }
+    if public:
+        operation["security"] = []
+        del operation["responses"]["401"]
+    return operation
+
+
+_ACCEPTED = {"202": {"description": "stop requested"}, "401": {"description": "missing or wrong bearer token"}}
+
+OPENAPI: dict[str, Any] = {
+    "openapi": "3.1.0",
+    "info": {
+        "title": "airflow-cdc engine instance control API",
+        "version": "1",
+        "description": "One engine instance. The /connectors routes mirror Kafka Connect's REST API.",
+    },
+    "components": {"securitySchemes": {"bearer": {"type": "http", "scheme": "bearer"}}},
+    "security": [{"bearer": []}],
+    "paths": {
+        "/health": {"get": _op("Liveness", public=True)},
+        "/openapi.json": {"get": _op("This document", public=True)},
+        "/status": {"get": _op("State, tasks, committed positions, lag, counters, sink")},
+        "/offsets": {"get": _op("Committed offsets: {offsets: [{partition, offset}]}")},
+        "/metrics": {"get": _op("Prometheus metrics (text exposition format)")},
+        "/stop": {"post": {"summary": "Stop the instance gracefully", "responses": _ACCEPTED}},
+        "/connectors": {"get": _op("Kafka Connect: the connector names (one)")},
+        "/connectors/{name}": {"get": _op("Kafka Connect: name, type, config, tasks")},
+        "/connectors/{name}/status": {"get": _op("Kafka Connect: connector and task states")},
+        "/connectors/{name}/offsets": {"get": _op("Kafka Connect (KIP-875): committed offsets")},
+        "/connectors/{name}/stop": {"put": {"summary": "Kafka Connect: stop", "responses": _ACCEPTED}},
+    },
+}
