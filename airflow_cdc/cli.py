@@ -38,6 +38,25 @@ def _parser() -> argparse.ArgumentParser:
         sub.add_argument("--config", required=True, type=Path, help="YAML or Java-properties file, Debezium keys")
         if action in ("start", "stop"):
             sub.add_argument("--timeout", type=float, default=60.0, help="seconds to wait (default 60)")
+
+    offsets = commands.add_parser("offsets", help="show, set or reset a stopped instance's offsets").add_subparsers(
+        dest="action", required=True
+    )
+    for action, text in (
+        ("show", "every partition and its committed offset"),
+        ("set", "seek: set a partition's offset (the instance must be stopped)"),
+        ("reset", "forget offsets: the next start begins as a first start (the instance must be stopped)"),
+    ):
+        sub = offsets.add_parser(action, help=text)
+        sub.add_argument("--config", required=True, type=Path, help="the instance's configuration file")
+        if action in ("set", "reset"):
+            sub.add_argument("--partition", type=json.loads, help='the partition as JSON, e.g. {"server": "shop"}')
+        if action == "set":
+            where = sub.add_mutually_exclusive_group(required=True)
+            where.add_argument("--lsn", help="PostgreSQL: stream after this LSN, e.g. 0/16B3748")
+            where.add_argument("--binlog", help="MySQL: FILE:POSITION")
+            where.add_argument("--gtid", help="MySQL: a GTID set")
+            where.add_argument("--offset", type=json.loads, help="the offset as JSON")
     return parser
 
 
@@ -49,15 +68,18 @@ def main(argv: list[str] | None = None) -> int:
     )
     if args.command == "demo":
         return _demo(args)
-    from airflow_cdc.engine.errors import CdcError, ConfigError
+    from airflow_cdc.engine.errors import CdcError, ConfigError, RefusedError
 
     try:
-        return _engine(args)
+        return _engine(args) if args.command == "engine" else _offsets(args)
     except ConfigError as exc:
         print(f"invalid configuration in {args.config}:", file=sys.stderr)
         for problem in exc.problems:
             print(f"  - {problem.key}: {problem.message} (fix: {problem.fix})", file=sys.stderr)
         return EXIT_CONFIG
+    except RefusedError as exc:
+        print(f"refused: {exc}", file=sys.stderr)
+        return EXIT_REFUSED
     except CdcError as exc:
         print(f"error: {exc}", file=sys.stderr)
         return EXIT_FAILED
@@ -97,6 +119,21 @@ def _engine(args: argparse.Namespace) -> int:
         _print(control.stop(props, args.timeout) or {"name": props.get("name"), "state": "NOT_RUNNING"})
         return 0
     _print(control.status(props))
+    return 0
+
+
+def _offsets(args: argparse.Namespace) -> int:
+    from airflow_cdc.engine.server import offsets_admin
+    from airflow_cdc.engine.server.config_file import load_config_file
+
+    props = load_config_file(args.config)
+    if args.action == "show":
+        _print({"offsets": offsets_admin.show(props)})
+    elif args.action == "set":
+        offset = args.offset or offsets_admin.position_offset(lsn=args.lsn, binlog=args.binlog, gtid=args.gtid)
+        _print(offsets_admin.set_offset(props, offset, args.partition))
+    else:
+        _print({"removed": offsets_admin.reset(props, args.partition)})
     return 0
 
 

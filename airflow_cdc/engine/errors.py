@@ -59,6 +59,10 @@ class IllegalStateError(CdcError):
         super().__init__(message)
 
 
+class RefusedError(CdcError):
+    """An operation refused as things stand, e.g. changing the offsets of a running instance."""
+
+
 class OffsetError(CdcError):
     """Offsets were misused: a record marked twice, an unknown record, a corrupt offset file."""
 

@@ -126,6 +126,7 @@ def test_control_api_auth_status_metrics_connect_routes_and_stop(tmp_path: Path)
         assert get(base + "/connectors")[1] == ["syn-instance"]
         assert get(base + "/nowhere")[0] == 404
         assert get(base + "/stop")[0] == 405
+        assert get(base + "/connectors/syn-instance/offsets", method="PATCH")[0] == 409  # KIP-875: stop first
 
         assert get(base + "/stop", method="POST")[:2] == (202, {"name": "syn-instance", "state": "STOPPING"})
         thread.join(60)
@@ -234,3 +235,74 @@ def test_kill_9_of_a_detached_instance_then_start_again_loses_nothing(
     events = changelog_events(changelog)
     positions = [(e["value"]["source"]["lsn"], json.dumps(e["key"]), e["value"]["op"]) for e in events if e["value"]]
     assert len(positions) - len(set(positions)) < len(positions) // 2  # duplicates, yes; a replay of all, no
+
+
+def synthetic_events(state: Path) -> list[dict[str, Any]]:
+    events = []
+    for segment in sorted((state / "changelog").glob("*/*.jsonl")):
+        events += [json.loads(line) for line in segment.read_bytes().splitlines()]
+    return events
+
+
+def test_offsets_show_set_reset_refused_while_running_and_replayed_after(tmp_path: Path) -> None:
+    config = tmp_path / "syn.yaml"
+    state = tmp_path / "state"
+    config.write_text(yaml.safe_dump(synthetic_config(tmp_path, **{"synthetic.max.events": 300})))
+    assert cli("engine", "start", "--config", str(config)).returncode == 0
+    wait_until(lambda: len(synthetic_events(state)) >= 300, 30, "300 events delivered")
+    refused = cli("offsets", "set", "--config", str(config), "--offset", '{"seq": 10}')
+    assert refused.returncode == 3 and "is running" in refused.stderr
+    assert cli("engine", "stop", "--config", str(config)).returncode == 0
+
+    shown = json.loads(cli("offsets", "show", "--config", str(config)).stdout)
+    assert shown == {"offsets": [{"partition": {"server": "syn", "task": 0}, "offset": {"seq": 299}}]}
+
+    # Seek back: events 100.. are delivered again.
+    moved = cli("offsets", "set", "--config", str(config), "--offset", '{"seq": 99}')
+    assert moved.returncode == 0 and json.loads(moved.stdout)["before"] == {"seq": 299}
+    assert cli("engine", "start", "--config", str(config)).returncode == 0
+    wait_until(lambda: len(synthetic_events(state)) >= 500, 30, "events 100..299 again")
+    assert cli("engine", "stop", "--config", str(config)).returncode == 0
+    seqs = [(e["value"]["after"] or e["value"]["before"])["seq"] for e in synthetic_events(state)]
+    assert sorted(seqs) == sorted([*range(300), *range(100, 300)])
+
+    # Reset: the next start is a first start.
+    removed = json.loads(cli("offsets", "reset", "--config", str(config)).stdout)["removed"]
+    assert removed == [{"partition": {"server": "syn", "task": 0}, "offset": {"seq": 299}}]
+    assert json.loads(cli("offsets", "show", "--config", str(config)).stdout) == {"offsets": []}
+    assert cli("engine", "start", "--config", str(config)).returncode == 0
+    wait_until(lambda: len(synthetic_events(state)) >= 800, 30, "every event again")
+    assert cli("engine", "stop", "--config", str(config)).returncode == 0
+
+
+def test_postgres_seek_to_an_lsn_skips_what_came_before_and_reset_snapshots_again(
+    tmp_path: Path, pg_server: Any, pg_database: str
+) -> None:
+    dsn = pg_server.dsn(pg_database)
+    with psycopg.connect(dsn, autocommit=True) as conn:
+        create_load_table(conn, 10)
+    config = pg_instance_config(tmp_path, pg_server, pg_database)
+    changelog = tmp_path / "state" / "changelog"
+    assert cli("engine", "start", "--config", str(config)).returncode == 0
+    wait_until(lambda: len(changelog_events(changelog)) >= 10, 30, "snapshot delivered")
+    assert cli("engine", "stop", "--config", str(config)).returncode == 0
+
+    with psycopg.connect(dsn, autocommit=True) as conn:
+        conn.execute("insert into t values (11, 'skipped', 11)")
+        lsn = conn.execute("select pg_current_wal_lsn()::text").fetchone()[0]  # type: ignore[index]
+        conn.execute("insert into t values (12, 'kept', 12)")
+    moved = cli("offsets", "set", "--config", str(config), "--lsn", lsn)
+    assert moved.returncode == 0, moved.stderr
+    assert cli("engine", "start", "--config", str(config)).returncode == 0
+    wait_until(lambda: any(e["key"] == {"id": 12} for e in changelog_events(changelog)), 30, "row 12 streamed")
+    assert cli("engine", "stop", "--config", str(config)).returncode == 0
+    assert not any(e["key"] == {"id": 11} for e in changelog_events(changelog))
+
+    assert cli("offsets", "reset", "--config", str(config)).returncode == 0
+    assert cli("engine", "start", "--config", str(config)).returncode == 0
+    with psycopg.connect(dsn) as conn:
+        expected = source_image(conn)
+    wait_until(lambda: apply(changelog_events(changelog)) == expected, 30, "a new snapshot covers row 11")
+    assert cli("engine", "stop", "--config", str(config)).returncode == 0
+    snapshot_reads = [e for e in changelog_events(changelog) if e["value"] and e["value"]["op"] == "r"]
+    assert len(snapshot_reads) == 10 + 12

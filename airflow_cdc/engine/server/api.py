@@ -68,6 +68,8 @@ class ControlApi:
             ("GET", connector): self._connector_info,
             ("GET", connector + "/status"): self._connect_status,
             ("GET", connector + "/offsets"): lambda: {"offsets": instance.offsets()},
+            ("PATCH", connector + "/offsets"): self._offsets_refused,
+            ("DELETE", connector + "/offsets"): self._offsets_refused,
             ("PUT", connector + "/stop"): self._stop,
         }
         handler = routes.get((method, path))
@@ -76,7 +78,18 @@ class ControlApi:
                 return HTTPStatus.METHOD_NOT_ALLOWED, {"error": f"{method} is not allowed on {path}"}
             return HTTPStatus.NOT_FOUND, {"error": f"no route {path}"}
         result = handler()
+        if isinstance(result, tuple):
+            return result
         return (HTTPStatus.ACCEPTED if method in ("POST", "PUT") else HTTPStatus.OK), result
+
+    def _offsets_refused(self) -> tuple[int, dict[str, Any]]:
+        # Kafka Connect (KIP-875) alters offsets of a STOPPED connector only; a stopped instance
+        # has no API, so offsets are changed with the CLI: airflow-cdc offsets set|reset.
+        message = (
+            f"instance {self.instance.name!r} is running: stop it, then use "
+            "`airflow-cdc offsets set|reset --config ...`"
+        )
+        return HTTPStatus.CONFLICT, {"error_code": 409, "message": message}
 
     def _stop(self) -> dict[str, Any]:
         self.instance.request_stop()
@@ -141,6 +154,12 @@ class _Handler(BaseHTTPRequestHandler):
 
     def do_PUT(self) -> None:
         self._serve("PUT")
+
+    def do_PATCH(self) -> None:
+        self._serve("PATCH")
+
+    def do_DELETE(self) -> None:
+        self._serve("DELETE")
 
     def _serve(self, method: str) -> None:
         api = self.server.api

@@ -18,6 +18,8 @@ def _op(summary: str, response: str = "OK", *, public: bool = False) -> dict[str
 
 _ACCEPTED = {"202": {"description": "stop requested"}, "401": {"description": "missing or wrong bearer token"}}
 
+_CONFLICT = {"409": {"description": "the instance is running"}}
+
 OPENAPI: dict[str, Any] = {
     "openapi": "3.1.0",
     "info": {
@@ -37,7 +39,11 @@ OPENAPI: dict[str, Any] = {
         "/connectors": {"get": _op("Kafka Connect: the connector names (one)")},
         "/connectors/{name}": {"get": _op("Kafka Connect: name, type, config, tasks")},
         "/connectors/{name}/status": {"get": _op("Kafka Connect: connector and task states")},
-        "/connectors/{name}/offsets": {"get": _op("Kafka Connect (KIP-875): committed offsets")},
+        "/connectors/{name}/offsets": {
+            "get": _op("Kafka Connect (KIP-875): committed offsets"),
+            "patch": {"summary": "Refused (409) while running: use airflow-cdc offsets set", "responses": _CONFLICT},
+            "delete": {"summary": "Refused (409) while running: use airflow-cdc offsets reset", "responses": _CONFLICT},
+        },
         "/connectors/{name}/stop": {"put": {"summary": "Kafka Connect: stop", "responses": _ACCEPTED}},
     },
 }
