@@ -228,7 +228,9 @@ def test_kill_9_of_a_detached_instance_then_start_again_loses_nothing(
     except TimeoutError:
         raise AssertionError(image_diff(expected, apply(changelog_events(changelog)))) from None
     live = json.loads(cli("engine", "status", "--config", str(config)).stdout)
-    assert live["state"] == "POLLING_TASKS" and live["tasks"][0]["source"] is not None
+    assert live["state"] == "POLLING_TASKS"
+    source = live["tasks"][0]["source"]
+    assert source["flushed_lsn"] > 0 and source["received_lsn"] >= source["flushed_lsn"] and source["lag_bytes"] >= 0
     stopped = cli("engine", "stop", "--config", str(config))
     assert stopped.returncode == 0 and json.loads(stopped.stdout)["state"] == "STOPPED"
     assert not slot_active(pg_server, pg_database)

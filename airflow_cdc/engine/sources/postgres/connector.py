@@ -299,6 +299,18 @@ class PostgresTask(SourceTask):
             if isinstance(flushed, int) and not offset.get("snapshot"):
                 self.stream.confirm(flushed)
 
+    def metrics(self) -> dict[str, float]:
+        out: dict[str, float] = {}
+        stream, snapshot = self.stream, self.snapshot
+        if stream is not None and stream.streaming:
+            # received: the server's WAL end from its last message; flushed: what we confirmed.
+            out["received_lsn"] = stream.received_lsn
+            out["flushed_lsn"] = stream.flushed_lsn
+            out["lag_bytes"] = max(0, stream.received_lsn - stream.flushed_lsn)
+        if snapshot is not None:
+            out["snapshot_rows_scanned"] = snapshot.rows
+        return out
+
     def stop(self) -> None:
         stream, self.stream = getattr(self, "stream", None), None
         if stream is not None:
