@@ -303,10 +303,11 @@ class PostgresTask(SourceTask):
         out: dict[str, float] = {}
         stream, snapshot = self.stream, self.snapshot
         if stream is not None and stream.streaming:
-            # received: the server's WAL end from its last message; flushed: what we confirmed.
-            out["received_lsn"] = stream.received_lsn
-            out["flushed_lsn"] = stream.flushed_lsn
-            out["lag_bytes"] = max(0, stream.received_lsn - stream.flushed_lsn)
+            # received: the newest WAL position the server reported; flushed: what we confirmed
+            # (a commit's end LSN, which can lie past the last message's start).
+            flushed = stream.flushed_lsn
+            received = max(stream.received_lsn, flushed)
+            out.update(received_lsn=received, flushed_lsn=flushed, lag_bytes=received - flushed)
         if snapshot is not None:
             out["snapshot_rows_scanned"] = snapshot.rows
         return out
