@@ -100,3 +100,22 @@ def kafka_topic_prefix() -> str:
 def topic_prefix(kafka_topic_prefix: str) -> str:
     """Alias of ``kafka_topic_prefix``."""
     return kafka_topic_prefix
+
+
+@pytest.fixture(scope="session")
+def spark() -> Iterator[object]:
+    """A local SparkSession (2 cores, no UI), shared by the session."""
+    from pyspark.sql import SparkSession
+
+    session = (
+        SparkSession.builder.master("local[2]")
+        .appName("airflow-cdc-tests")
+        .config("spark.ui.enabled", "false")
+        .config("spark.sql.shuffle.partitions", "2")
+        .config("spark.driver.host", "127.0.0.1")
+        .config("spark.driver.bindAddress", "127.0.0.1")
+        .getOrCreate()
+    )
+    session.sparkContext.setLogLevel("ERROR")
+    yield session
+    session.stop()
