@@ -308,3 +308,27 @@ def test_postgres_seek_to_an_lsn_skips_what_came_before_and_reset_snapshots_agai
     assert cli("engine", "stop", "--config", str(config)).returncode == 0
     snapshot_reads = [e for e in changelog_events(changelog) if e["value"] and e["value"]["op"] == "r"]
     assert len(snapshot_reads) == 10 + 12
+
+
+def test_stop_through_the_api_ends_stopped_with_the_slot_inactive(
+    tmp_path: Path, pg_server: Any, pg_database: str
+) -> None:
+    with psycopg.connect(pg_server.dsn(pg_database), autocommit=True) as conn:
+        create_load_table(conn, 100)
+    props = load_config_file(pg_instance_config(tmp_path, pg_server, pg_database))
+    instance = EngineInstance({**props, "api.token": "t0k"})
+    exit_code: list[int] = []
+    thread = threading.Thread(target=lambda: exit_code.append(instance.run()))
+    thread.start()
+    try:
+        wait_until(lambda: (read_status(instance.directory) or {}).get("state") == "POLLING_TASKS", 30, "polling")
+        wait_until(lambda: slot_active(pg_server, pg_database), 30, "streaming")
+        base = str(read_status(instance.directory)["api"])  # type: ignore[index]
+        assert get(base + "/stop", token="t0k", method="POST")[0] == 202
+        thread.join(60)
+    finally:
+        instance.request_stop()
+        thread.join(60)
+    assert exit_code == [0]
+    assert read_status(instance.directory)["state"] == "STOPPED"  # type: ignore[index]
+    assert not slot_active(pg_server, pg_database)

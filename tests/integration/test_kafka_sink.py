@@ -116,6 +116,8 @@ def test_broker_down_and_back_loses_nothing(
             wait_until(lambda: load.transactions >= 300, 30, "writes while the broker is down")
             # The producer holds what it cannot deliver, and keeps retrying.
             wait_until(lambda: sink.metrics()["in_flight"] > 0, 30, "records waiting for the broker")
+            # Bounded memory: the engine stops polling once max.queue.size records wait.
+            assert engine.tasks[0].status()["pending"] <= 4096 + 2048
             assert engine.state.value == "POLLING_TASKS"
             broker.start()
             wait_until(lambda: load.transactions >= 600, 30, "writes after the broker is back")
