@@ -194,7 +194,9 @@ class PostgresTask(SourceTask):
             len(tables),
             pgoutput.format_lsn(resume_lsn),
         )
-        self.snapshot = SnapshotReader(self.conninfo, snapshot_name, resume_lsn, self.builder)
+        self.snapshot = SnapshotReader(
+            self.conninfo, snapshot_name, resume_lsn, self.builder, modes=self.modes, lookup=self.catalog.type
+        )
         plans = [
             (
                 t,
