@@ -13,7 +13,9 @@ from typing import ClassVar
 
 from airflow_cdc.engine.config import Config, ConfigDef
 from airflow_cdc.engine.errors import ConfigProblem
+from airflow_cdc.engine.notifications import NotificationBus
 from airflow_cdc.engine.records import Offset, Partition, SourceRecord
+from airflow_cdc.engine.signals.channels import InProcessChannel
 from airflow_cdc.engine.storage.base import OffsetReader
 
 
@@ -39,6 +41,9 @@ class TaskContext:
     config: Config
     offsets: OffsetReader
     clock: Clock = field(default=SYSTEM_CLOCK)
+    #: The engine's notification bus and in-process signal channel (control API).
+    notifications: NotificationBus = field(default_factory=NotificationBus)
+    signals: InProcessChannel = field(default_factory=InProcessChannel)
 
     def offset(self, partition: Partition) -> Offset | None:
         """The committed offset of one of this task's partitions (None: start from scratch)."""

@@ -18,6 +18,7 @@ from airflow_cdc.engine.config import Config
 from airflow_cdc.engine.connector import SYSTEM_CLOCK, Clock, SourceConnector, TaskContext, load_connector_class
 from airflow_cdc.engine.engine_config import ENGINE_CONFIG
 from airflow_cdc.engine.errors import ConfigError, ConfigProblem, EngineFailedError, IllegalStateError
+from airflow_cdc.engine.notifications import NotificationBus
 from airflow_cdc.engine.processing import (
     BatchHandler,
     BatchProcessor,
@@ -29,6 +30,7 @@ from airflow_cdc.engine.processing import (
 )
 from airflow_cdc.engine.retry import RetryPolicy
 from airflow_cdc.engine.serialization import Serializer
+from airflow_cdc.engine.signals.channels import InProcessChannel
 from airflow_cdc.engine.state import EngineState, StateMachine
 from airflow_cdc.engine.storage import (
     OffsetReader,
@@ -89,6 +91,11 @@ class Engine:
             self.settings["errors.retry.delay.max.ms"] / 1000,
         )
         self._state = StateMachine(self.name)
+        channels = self.settings["notification.enabled.channels"]
+        #: Notifications of every task (GET /notifications reads them) and the in-process signal
+        #: channel (POST /signals writes to it).
+        self.notifications = NotificationBus(channels, self.settings["notification.sink.topic.name"])
+        self.signals = InProcessChannel()
         self._stop = StopSignal(self.settings["record.processing.shutdown.timeout.ms"] / 1000)
         self._runners: list[TaskRunner] = []
         self._pool: ThreadPoolExecutor | None = None
@@ -191,7 +198,15 @@ class Engine:
         task_class = self._connector.task_class()
         reader = OffsetReader(self._store)
         for index, task_config in enumerate(configs):
-            context = TaskContext(f"{self.name}-{index}", self.name, task_config, reader, self._clock)
+            context = TaskContext(
+                f"{self.name}-{index}",
+                self.name,
+                task_config,
+                reader,
+                self._clock,
+                notifications=self.notifications,
+                signals=self.signals,
+            )
             self._runners.append(
                 TaskRunner(
                     task=task_class(),

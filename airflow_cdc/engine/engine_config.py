@@ -91,5 +91,12 @@ ENGINE_CONFIG = ConfigDef(
             minimum=0,
             doc="How long a task waits for new changes when there are none.",
         ),
+        Field(
+            "notification.enabled.channels",
+            type="list",
+            default=["log", "api"],
+            doc="Where notifications go: log, api (GET /notifications), sink (notification.sink.topic.name).",
+        ),
+        Field("notification.sink.topic.name", default="", doc="The topic of the sink notification channel."),
     ]
 ).merged(OFFSET_STORAGE_CONFIG)

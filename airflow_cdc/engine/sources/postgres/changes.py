@@ -159,6 +159,10 @@ class ChangeBuilder:
         }
         self._skip_xid: int | None = None
         self._skip_upto = (0, 0)
+        #: Added to every offset while an incremental snapshot runs: its context (ADR 0007).
+        self.offset_extra: dict[str, Any] = {}
+        #: Transactional WAL messages (read-only snapshot watermarks) go here, in stream order.
+        self.on_transactional_message: Callable[[pgoutput.Message], list[SourceRecord]] | None = None
         if resume and resume.get("txId") is not None:
             self._skip_xid = int(resume["txId"])  # type: ignore[arg-type]
             self._skip_upto = (int(resume["lsn"]), int(resume.get("event") or 0))  # type: ignore[arg-type]
@@ -168,7 +172,7 @@ class ChangeBuilder:
         return self.xid is not None
 
     def offset(self, lsn: int, event: int = 0) -> dict[str, Any]:
-        return {
+        offset = {
             "lsn": lsn,
             "lsn_proc": lsn,
             "event": event,
@@ -176,6 +180,9 @@ class ChangeBuilder:
             "txId": self.xid,
             "ts_usec": self.commit_time_us,
         }
+        if self.offset_extra:
+            offset.update(self.offset_extra)
+        return offset
 
     def marker(self, lsn: int) -> PositionMarker:
         """Everything up to ``lsn`` is complete: move the flush position there."""
@@ -202,7 +209,10 @@ class ChangeBuilder:
 
     def _message(self, message: pgoutput.Message, lsn: int) -> list[SourceRecord]:
         # A non-transactional message is a heartbeat (or another client's message): a position.
-        return [] if message.transactional else [self.marker(message.lsn)]
+        if not message.transactional:
+            return [self.marker(message.lsn)]
+        hook = self.on_transactional_message
+        return hook(message) if hook is not None and not self._already_delivered(message.lsn) else []
 
     def _relation(self, rel: pgoutput.Relation) -> None:
         if not self._filters.table(rel.namespace, rel.name):
@@ -314,4 +324,6 @@ class ChangeBuilder:
             "txId": self.xid,
             "ts_usec": self.commit_time_us,
         }  # = self.offset(lsn), inlined on the hot path
+        if self.offset_extra:
+            offset.update(self.offset_extra)
         return [SourceRecord(table.topic, key, value, self.partition, offset, ts_ns // 1_000_000)]

@@ -56,5 +56,28 @@ POSTGRES_CONFIG = ConfigDef(
         Field("max.batch.size", type="int", default=2048, minimum=1),
         Field("snapshot.fetch.size", type="int", default=2000, minimum=1, doc="Rows per fetch of the snapshot cursor."),
         Field("poll.interval.ms", type="int", default=500, minimum=0),
+        Field(
+            "signal.data.collection",
+            default="",
+            doc="The signal table, schema.table: (id varchar(42) primary key, type varchar(32) not null, "
+            "data varchar(2048)).",
+        ),
+        Field("signal.enabled.channels", type="list", default=["source", "api"], doc="source, api, file, kafka."),
+        Field("signal.file", default="file-signals.txt", doc="The file channel's file (JSON lines)."),
+        Field("signal.kafka.topic", default="", doc="The Kafka channel's topic (record key = topic.prefix)."),
+        Field("signal.kafka.bootstrap.servers", default=""),
+        Field("signal.kafka.groupId", default="kafka-signal"),
+        Field("incremental.snapshot.chunk.size", type="int", default=1024, minimum=1),
+        Field(
+            "incremental.snapshot.watermarking.strategy",
+            default="insert_insert",
+            choices=("insert_insert", "insert_delete"),
+        ),
+        Field(
+            "read.only",
+            type="bool",
+            default=False,
+            doc="Incremental snapshots write nothing: watermarks are WAL messages (pg_logical_emit_message).",
+        ),
     ]
 )

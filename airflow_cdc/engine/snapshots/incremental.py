@@ -1,0 +1,368 @@
+"""DBLog incremental snapshots (seed 001; Debezium's incremental snapshot), source-agnostic.
+
+For each table: read its maximum key (the end point), then chunks of
+``incremental.snapshot.chunk.size`` rows in key order. Each chunk is read between two watermarks
+the source writes into its own log (signal-table rows, or WAL messages in read-only mode):
+
+1. write the window-open watermark; 2. read the chunk into a buffer; 3. write window-close.
+
+The stream keeps flowing. When it reaches window-open, changes to keys that are in the buffer
+evict them (the streamed change is newer, or at least as new); when it reaches window-close, what
+is left in the buffer is emitted as ``op=r`` - at that point in the stream, so every read is
+followed by every later change of its row. Nothing stops streaming.
+
+The context (tables left, current table, maximum key, last emitted key, signal id, counts)
+travels in the offsets of every record (``incremental_snapshot``, a JSON string). Rows emitted at
+a window's close carry the context *before* the chunk, and the record after them the context
+after it; so a crash resumes at the last chunk whose rows were all delivered, re-reading at most
+one chunk.
+"""
+
+from __future__ import annotations
+
+import logging
+import re
+import time
+import uuid
+from collections.abc import Hashable, Mapping
+from dataclasses import asdict, dataclass, field, replace
+from typing import Any, Protocol
+
+import orjson
+
+from airflow_cdc.engine.notifications import INCREMENTAL, Notification, NotificationBus
+from airflow_cdc.engine.records import SourceRecord
+from airflow_cdc.engine.signals.signal import AdditionalCondition, Signal, SignalError
+
+log = logging.getLogger(__name__)
+
+OFFSET_KEY = "incremental_snapshot"
+
+SUCCEEDED, EMPTY, NO_PRIMARY_KEY, SKIPPED, SQL_EXCEPTION, UNKNOWN_SCHEMA = (
+    "SUCCEEDED",
+    "EMPTY",
+    "NO_PRIMARY_KEY",
+    "SKIPPED",
+    "SQL_EXCEPTION",
+    "UNKNOWN_SCHEMA",
+)
+
+
+@dataclass(frozen=True)
+class TablePlan:
+    """One table of a snapshot: its name (``schema.table``), filter and chunking key."""
+
+    name: str
+    filter: str | None = None
+    surrogate_key: str | None = None
+
+
+@dataclass(frozen=True)
+class SnapshotContext:
+    id: str
+    tables: tuple[TablePlan, ...]  # left to scan, the current one first
+    all_tables: tuple[str, ...]  # every table the snapshot was asked for (notifications)
+    max_key: tuple[str, ...] | None = None  # of the current table, once read
+    last_key: tuple[str, ...] | None = None  # the last key emitted from the current table
+    table_rows: int = 0  # rows emitted from the current table
+    rows: int = 0  # rows emitted, all tables
+    estimated_rows: int = 0
+    started_ms: int = field(default_factory=lambda: time.time_ns() // 1_000_000)
+    paused: bool = False
+
+    @property
+    def current(self) -> TablePlan | None:
+        return self.tables[0] if self.tables else None
+
+    def to_offset(self) -> dict[str, str]:
+        return {OFFSET_KEY: orjson.dumps(asdict(self)).decode()}
+
+    @classmethod
+    def from_offset(cls, offset: Mapping[str, Any] | None) -> SnapshotContext | None:
+        raw = (offset or {}).get(OFFSET_KEY)
+        if not raw:
+            return None
+        data = orjson.loads(raw)
+        data["tables"] = tuple(TablePlan(**t) for t in data["tables"])
+        data["all_tables"] = tuple(data["all_tables"])
+        for key in ("max_key", "last_key"):
+            if data[key] is not None:
+                data[key] = tuple(data[key])
+        return cls(**data)
+
+
+class ChunkSource(Protocol):
+    """What a source provides to snapshot its tables incrementally."""
+
+    def snapshot_tables(self) -> list[str]:
+        """Captured tables, ``schema.table``."""
+
+    def check_table(self, plan: TablePlan) -> str | None:
+        """None if the table can be snapshotted, else a status (NO_PRIMARY_KEY, UNKNOWN_SCHEMA)."""
+
+    def check_filter(self, table: str, predicate: str) -> None:
+        """Raise SignalError unless ``predicate`` is one boolean expression over the table."""
+
+    def estimate_rows(self, table: str) -> int: ...
+
+    def max_key(self, plan: TablePlan) -> tuple[str, ...] | None: ...
+
+    def read_chunk(
+        self, plan: TablePlan, after: tuple[str, ...] | None, upto: tuple[str, ...], limit: int
+    ) -> list[tuple[tuple[str, ...], SourceRecord]]:
+        """Up to ``limit`` rows with after < key <= upto, in key order: (chunk key, op=r record)."""
+
+    def dedup_key(self, record: SourceRecord) -> Hashable:
+        """The identity of a row, equal for its snapshot read and its streamed changes."""
+
+    def topic_of(self, table: str) -> str: ...
+
+    def write_watermark(self, window_id: str, kind: str) -> None:
+        """Write an open or close watermark into the source's log."""
+
+
+class IncrementalSnapshot:
+    """Driven by the source's task thread: ``step()`` when idle, ``on_*`` from the stream."""
+
+    def __init__(
+        self,
+        source: ChunkSource,
+        bus: NotificationBus,
+        connector_name: str,
+        chunk_size: int,
+        context: SnapshotContext | None = None,
+    ) -> None:
+        self.source = source
+        self.bus = bus
+        self.connector_name = connector_name
+        self.chunk_size = chunk_size
+        self.context = context
+        self.window_id: str | None = None
+        self.window_open = False
+        self._buffer: dict[Hashable, SourceRecord] = {}
+        self._chunk_last: tuple[str, ...] | None = None
+        self._chunk_count = 0
+        self._topic: str | None = None
+
+    # -- state ---------------------------------------------------------------------------------
+    @property
+    def active(self) -> bool:
+        return self.context is not None
+
+    @property
+    def needs_step(self) -> bool:
+        """A chunk should be read now (no window pending, not paused)."""
+        return self.context is not None and self.window_id is None and not self.context.paused
+
+    def offset_fields(self) -> dict[str, str]:
+        return self.context.to_offset() if self.context is not None else {}
+
+    # -- signals -------------------------------------------------------------------------------
+    def execute(self, signal: Signal) -> None:
+        """Start a snapshot of the signal's tables (or add them to the running one)."""
+        known = self.source.snapshot_tables()
+        tables = [t for t in known if any(re.fullmatch(p, t) for p in signal.data_collections)]
+        if not tables:
+            raise SignalError(
+                f"signal {signal.id!r}: no captured table matches {signal.data_collections} "
+                f"(captured: {', '.join(known) or 'none'})",
+                signal.id,
+            )
+        conditions = signal.additional_conditions
+        plans = []
+        for table in tables:
+            for condition in conditions:
+                if re.fullmatch(condition.data_collection, table):
+                    self.source.check_filter(table, condition.filter)  # each as the user wrote it
+            plans.append(TablePlan(table, _filter_for(table, conditions), signal.surrogate_key))
+        estimate = sum(self.source.estimate_rows(p.name) for p in plans)
+        if self.context is not None:
+            merged = self.context.tables + tuple(p for p in plans if p not in self.context.tables)
+            self.context = replace(
+                self.context,
+                tables=merged,
+                all_tables=self.context.all_tables + tuple(tables),
+                estimated_rows=self.context.estimated_rows + estimate,
+            )
+            log.info("incremental snapshot %s: tables added: %s", self.context.id, ", ".join(tables))
+            return
+        self.context = SnapshotContext(signal.id, tuple(plans), tuple(tables), estimated_rows=estimate)
+        self._notify("STARTED", data_collections=", ".join(tables))
+
+    def stop(self, signal: Signal) -> None:
+        """Stop everything (no data-collections), or drop those tables and go on with the rest."""
+        if self.context is None:
+            raise SignalError(f"signal {signal.id!r}: no incremental snapshot is running", signal.id)
+        patterns = signal.data_collections
+        if not patterns:
+            self._abort()
+            return
+        dropped = [t for t in self.context.tables if any(re.fullmatch(p, t.name) for p in patterns)]
+        if not dropped:
+            raise SignalError(f"signal {signal.id!r}: no table of the running snapshot matches {patterns}", signal.id)
+        current = self.context.current
+        left = tuple(t for t in self.context.tables if t not in dropped)
+        if current in dropped:
+            self._discard_window()
+            self.context = replace(self.context, tables=left, max_key=None, last_key=None, table_rows=0)
+        else:
+            self.context = replace(self.context, tables=left)
+        for table in dropped:
+            self._notify("TABLE_SCAN_COMPLETED", **self._scan_data(table.name, 0, SKIPPED))
+        if not left:
+            self._abort()
+
+    def pause(self, signal: Signal) -> None:
+        if self.context is None:
+            raise SignalError(f"signal {signal.id!r}: no incremental snapshot is running", signal.id)
+        self.context = replace(self.context, paused=True)
+        self._notify("PAUSED")
+
+    def resume(self, signal: Signal) -> None:
+        if self.context is None:
+            raise SignalError(f"signal {signal.id!r}: no incremental snapshot is running", signal.id)
+        self.context = replace(self.context, paused=False)
+        self._notify("RESUMED")
+
+    # -- chunks --------------------------------------------------------------------------------
+    def step(self) -> None:
+        """Open a window and read the next chunk (or finish tables that have nothing left)."""
+        while self.needs_step:
+            context = self.context
+            assert context is not None
+            plan = context.current
+            if plan is None:
+                self._notify("COMPLETED")
+                self.context = None
+                return
+            if context.max_key is None:
+                status = self.source.check_table(plan)
+                max_key = None if status else self._max_key(plan)
+                if status or max_key is None:
+                    self._table_done(status or EMPTY)
+                    continue
+                self.context = context = replace(context, max_key=max_key)
+            self._read_window(plan, context)
+            return
+
+    def _max_key(self, plan: TablePlan) -> tuple[str, ...] | None:
+        return self.source.max_key(plan)
+
+    def _read_window(self, plan: TablePlan, context: SnapshotContext) -> None:
+        assert context.max_key is not None
+        window = uuid.uuid4().hex
+        self.source.write_watermark(window, "open")
+        chunk = self.source.read_chunk(plan, context.last_key, context.max_key, self.chunk_size)
+        self.source.write_watermark(window, "close")
+        self.window_id, self.window_open = window, False
+        self._topic = self.source.topic_of(plan.name)
+        dedup = self.source.dedup_key
+        self._buffer = {dedup(record): record for _, record in chunk}
+        self._chunk_last = chunk[-1][0] if chunk else None
+        self._chunk_count = len(chunk)
+
+    def on_watermark(self, window_id: str, kind: str) -> list[SourceRecord] | None:
+        """The stream reached a watermark; at a close, the chunk's surviving rows (in order)."""
+        if window_id != self.window_id:
+            return None  # an old window (before a crash or a stop): nothing to do
+        if kind == "open":
+            self.window_open = True
+            return None
+        rows = list(self._buffer.values())
+        self._finish_chunk()
+        return rows
+
+    def on_change(self, record: SourceRecord) -> None:
+        """A streamed change: inside an open window, it evicts its row from the buffer."""
+        if self.window_open and record.topic == self._topic and self._buffer:
+            self._buffer.pop(self.source.dedup_key(record), None)
+
+    def _finish_chunk(self) -> None:
+        context = self.context
+        assert context is not None
+        emitted = self._chunk_count
+        last = self._chunk_last
+        self.window_id, self.window_open, self._buffer, self._topic = None, False, {}, None
+        context = replace(
+            context,
+            last_key=last if last is not None else context.last_key,
+            table_rows=context.table_rows + emitted,
+            rows=context.rows + emitted,
+        )
+        self.context = context
+        # The chunk reached the end point (keys are compared by the server; their text is equal
+        # only for the same key), or came back short: the table is done.
+        if last is None or emitted < self.chunk_size or last == context.max_key:
+            self._table_done(SUCCEEDED if context.table_rows else EMPTY)
+        else:
+            self._progress()
+
+    def fail_table(self, status: str) -> None:
+        """The current table cannot be read (e.g. SQL_EXCEPTION): report it and go on."""
+        if self.context is not None and self.context.current is not None:
+            self._discard_window()
+            self._table_done(status)
+
+    def _table_done(self, status: str) -> None:
+        context = self.context
+        assert context is not None and context.current is not None
+        table = context.current.name
+        self._notify("TABLE_SCAN_COMPLETED", **self._scan_data(table, context.table_rows, status))
+        self.context = replace(context, tables=context.tables[1:], max_key=None, last_key=None, table_rows=0)
+        if not self.context.tables:
+            self._notify("COMPLETED")
+            self.context = None
+
+    def _discard_window(self) -> None:
+        self.window_id, self.window_open, self._buffer, self._topic = None, False, {}, None
+
+    def _abort(self) -> None:
+        self._discard_window()
+        self._notify("ABORTED")
+        self.context = None
+
+    # -- notifications -------------------------------------------------------------------------
+    def _progress(self) -> None:
+        context = self.context
+        assert context is not None
+        elapsed_s = max(0.001, time.time() - context.started_ms / 1000)
+        rate = context.rows / elapsed_s
+        left = max(0, context.estimated_rows - context.rows)
+        current = context.current
+        self._notify(
+            "IN_PROGRESS",
+            data_collections=", ".join(context.all_tables),
+            current_collection_in_progress=current.name if current else "",
+            maximum_key=_key_text(context.max_key),
+            last_processed_key=_key_text(context.last_key),
+            rows_scanned=str(context.rows),
+            estimated_total_rows=str(max(context.estimated_rows, context.rows)),
+            eta_seconds=str(round(left / rate)) if rate > 0 else "",
+        )
+
+    def _scan_data(self, table: str, rows: int, status: str) -> dict[str, str]:
+        return {
+            "data_collection": table,
+            "scanned_collection": table,
+            "total_rows_scanned": str(rows),
+            "status": status,
+        }
+
+    def _notify(self, kind: str, **data: str) -> None:
+        assert self.context is not None
+        self.bus.publish(
+            Notification(INCREMENTAL, kind, {"connector_name": self.connector_name, **data}, id=self.context.id)
+        )
+
+
+def _filter_for(table: str, conditions: list[AdditionalCondition]) -> str | None:
+    predicates = [c.filter for c in conditions if re.fullmatch(c.data_collection, table)]
+    if not predicates:
+        return None
+    return " and ".join(f"({p})" for p in predicates)
+
+
+def _key_text(key: tuple[str, ...] | None) -> str:
+    if key is None:
+        return ""
+    return key[0] if len(key) == 1 else orjson.dumps(list(key)).decode()

@@ -1,0 +1,255 @@
+"""The PostgreSQL task's signals and incremental snapshot, driven from its poll loop.
+
+Signal-table rows are recognised in the stream (and never emitted): watermarks go to the
+incremental snapshot, anything else is a signal. The api, file and kafka channels are polled at
+most every :data:`CHANNEL_POLL_S`. A bad signal is answered with a ``Signal``/``REJECTED``
+notification and a log line; it never stops the stream.
+"""
+
+from __future__ import annotations
+
+import logging
+import time
+from collections.abc import Mapping
+from typing import Any
+
+import psycopg
+
+from airflow_cdc.engine.connector import TaskContext
+from airflow_cdc.engine.errors import RetriableError
+from airflow_cdc.engine.notifications import SIGNAL, Notification
+from airflow_cdc.engine.records import SourceRecord
+from airflow_cdc.engine.signals import (
+    FileChannel,
+    InProcessChannel,
+    KafkaChannel,
+    Signal,
+    SignalChannel,
+    SignalError,
+    parse_signal,
+)
+from airflow_cdc.engine.signals.signal import EXECUTE, LOG, PAUSE, RESUME, STOP, WINDOW_CLOSE, WINDOW_OPEN
+from airflow_cdc.engine.snapshots.incremental import SQL_EXCEPTION, IncrementalSnapshot, SnapshotContext
+from airflow_cdc.engine.sources.postgres import pgoutput
+from airflow_cdc.engine.sources.postgres.changes import ChangeBuilder
+from airflow_cdc.engine.sources.postgres.incremental import WATERMARK_PREFIX, PostgresChunkSource
+
+log = logging.getLogger(__name__)
+
+CHANNEL_POLL_S = 0.1
+#: The topic of the in-stream stand-in for a read-only watermark; never leaves this module.
+WATERMARK_TOPIC = "\x00watermark"
+
+
+class Signalling:
+    def __init__(
+        self,
+        *,
+        settings: Mapping[str, Any],
+        context: TaskContext,
+        builder: ChangeBuilder,
+        source: PostgresChunkSource,
+        signal_topic: str | None,
+        resume: Mapping[str, Any] | None,
+    ) -> None:
+        self.settings = settings
+        self.builder = builder
+        self.bus = context.notifications
+        self.connector_name = context.engine_name
+        self.signal_topic = signal_topic
+        self.strategy = settings["incremental.snapshot.watermarking.strategy"]
+        self.read_only = settings["read.only"] or signal_topic is None
+        self.snapshot = IncrementalSnapshot(
+            source,
+            self.bus,
+            context.engine_name,
+            settings["incremental.snapshot.chunk.size"],
+            SnapshotContext.from_offset(resume),
+        )
+        self.channels = self._channels(settings, context)
+        self._next_channel_poll = 0.0
+        builder.on_transactional_message = self.on_message
+        self._sync_offsets()
+        if self.snapshot.active:
+            log.info("incremental snapshot %s resumes", self.snapshot.context.id)  # type: ignore[union-attr]
+
+    @staticmethod
+    def _channels(settings: Mapping[str, Any], context: TaskContext) -> list[SignalChannel]:
+        enabled = set(settings["signal.enabled.channels"])
+        channels: list[SignalChannel] = []
+        if "api" in enabled:
+            channels.append(context.signals)
+        if "file" in enabled:
+            channels.append(FileChannel(settings["signal.file"]))
+        if "kafka" in enabled and settings["signal.kafka.topic"]:
+            channels.append(
+                KafkaChannel(
+                    settings["signal.kafka.bootstrap.servers"],
+                    settings["signal.kafka.topic"],
+                    settings["topic.prefix"],
+                    settings["signal.kafka.groupId"],
+                )
+            )
+        return channels
+
+    @property
+    def watching(self) -> bool:
+        """Records must pass through :meth:`watch` (a signal table, or a window to dedupe)."""
+        return self.signal_topic is not None or self.read_only or self.snapshot.window_id is not None
+
+    # -- the stream ------------------------------------------------------------------------------
+    def watch(self, records: list[SourceRecord]) -> list[SourceRecord]:
+        out: list[SourceRecord] = []
+        signal_topic, snapshot = self.signal_topic, self.snapshot
+        for record in records:
+            if record.topic == signal_topic and signal_topic is not None:
+                out.extend(self._signal_row(record))
+            elif record.topic == WATERMARK_TOPIC:
+                window, kind = record.value
+                out.extend(self._watermark(window, kind, record.offset))
+            else:
+                if snapshot.window_open:
+                    snapshot.on_change(record)
+                out.append(record)
+        return out
+
+    def on_message(self, message: pgoutput.Message) -> list[SourceRecord]:
+        """A read-only watermark: passed on as a record, so :meth:`watch` meets it in stream
+        order (the changes before it in the same poll must not be deduplicated against it)."""
+        if message.prefix != WATERMARK_PREFIX:
+            return []
+        kind, _, window = message.content.decode(errors="replace").partition(":")
+        offset = self.builder.offset(message.lsn)
+        return [SourceRecord(WATERMARK_TOPIC, None, (window, kind), self.builder.partition, offset)]
+
+    def _signal_row(self, record: SourceRecord) -> list[SourceRecord]:
+        value = record.value
+        if not isinstance(value, dict):
+            return []  # the tombstone after a delete
+        row = value.get("after") or value.get("before") or {}
+        row_id, kind = str(row.get("id") or ""), row.get("type")
+        if value.get("op") == "d":
+            if self.strategy == "insert_delete" and row_id.endswith("-open"):
+                return self._watermark(row_id.removesuffix("-open"), "close", record.offset)
+            return []
+        if value.get("op") != "c":
+            return []
+        if kind in (WINDOW_OPEN, WINDOW_CLOSE):
+            window = row_id.rsplit("-", 1)[0]
+            return self._watermark(window, "open" if kind == WINDOW_OPEN else "close", record.offset)
+        self._accept(row_id, kind, row.get("data"), "source")
+        return []
+
+    def _watermark(self, window: str, kind: str, offset: Mapping[str, Any]) -> list[SourceRecord]:
+        rows = self.snapshot.on_watermark(window, kind)
+        if rows is None:
+            return []
+        # The rows carry the offset before the chunk (offset_extra is not yet updated), so a
+        # crash before all of them are delivered reads the chunk again.
+        out = [r.replace(offset=offset) for r in rows]
+        self._sync_offsets()
+        return out
+
+    # -- signals ---------------------------------------------------------------------------------
+    def _accept(self, signal_id: str, kind: Any, data: Any, channel: str) -> None:
+        try:
+            self.act(parse_signal(signal_id, str(kind or ""), data, channel))
+        except SignalError as exc:
+            self.reject(exc, signal_id, str(kind))
+
+    def act(self, signal: Signal) -> None:
+        snapshot = self.snapshot
+        try:
+            if signal.type == EXECUTE:
+                if signal.snapshot_type == "blocking":
+                    raise SignalError(
+                        f"signal {signal.id!r}: blocking snapshots are not supported by this engine yet; "
+                        'use "type": "incremental"',
+                        signal.id,
+                    )
+                if snapshot.context is not None and snapshot.context.id == signal.id:
+                    return  # seen again after a restart: it is running already
+                snapshot.execute(signal)
+            elif signal.type == STOP:
+                snapshot.stop(signal)
+            elif signal.type == PAUSE:
+                snapshot.pause(signal)
+            elif signal.type == RESUME:
+                snapshot.resume(signal)
+            elif signal.type == LOG:
+                log.info("signal %s (%s): %s", signal.id, signal.channel, signal.data["message"])
+        except psycopg.OperationalError as exc:
+            raise RetriableError(f"signal {signal.id!r}: the database went away: {exc}") from exc
+        except psycopg.Error as exc:
+            raise SignalError(f"signal {signal.id!r}: {exc}".strip(), signal.id) from None
+        finally:
+            self._sync_offsets()
+
+    def reject(self, error: SignalError, signal_id: str = "", kind: str = "") -> None:
+        log.warning("signal %s rejected: %s", signal_id or error.signal_id or "?", error)
+        self.bus.publish(
+            Notification(
+                SIGNAL,
+                "REJECTED",
+                {
+                    "connector_name": self.connector_name,
+                    "signal_id": signal_id or error.signal_id,
+                    "signal_type": kind,
+                    "problem": str(error),
+                },
+                id=signal_id or error.signal_id or Notification(SIGNAL, "").id,
+            )
+        )
+
+    # -- each poll -------------------------------------------------------------------------------
+    def after_poll(self) -> list[SourceRecord]:
+        """Poll the signal channels, read the next chunk if one is due; notification records."""
+        now = time.monotonic()
+        if self.channels and now >= self._next_channel_poll:
+            self._next_channel_poll = now + CHANNEL_POLL_S
+            for channel in self.channels:
+                for item in channel.read():
+                    if isinstance(item, SignalError):
+                        self.reject(item)
+                        continue
+                    try:
+                        self.act(item)
+                    except SignalError as exc:
+                        self.reject(exc, item.id, item.type)
+        if self.snapshot.needs_step:
+            self._step()
+        return self._notification_records()
+
+    def _step(self) -> None:
+        try:
+            self.snapshot.step()
+        except psycopg.OperationalError as exc:
+            raise RetriableError(f"incremental snapshot: the database went away: {exc}") from exc
+        except psycopg.Error as exc:
+            log.error("incremental snapshot: reading a chunk failed: %s", exc)
+            self.snapshot.fail_table(SQL_EXCEPTION)
+        finally:
+            self._sync_offsets()
+
+    def _notification_records(self) -> list[SourceRecord]:
+        topic = self.bus.sink_topic
+        taken = self.bus.take_for_sink() if topic else []
+        if not taken:
+            return []
+        offset = {**self.builder.offset(self.builder.last_completed), "txId": None}
+        return [SourceRecord(topic, {"id": n.id}, n.as_dict(), self.builder.partition, offset) for n in taken]
+
+    def _sync_offsets(self) -> None:
+        self.builder.offset_extra = self.snapshot.offset_fields()
+
+    def metrics(self) -> dict[str, float]:
+        context = self.snapshot.context
+        if context is None:
+            return {}
+        return {"snapshot_rows_scanned": context.rows, "snapshot_total_rows": max(context.estimated_rows, context.rows)}
+
+    def close(self) -> None:
+        channels, self.channels = self.channels, []  # closing twice is harmless
+        for channel in channels:
+            if not isinstance(channel, InProcessChannel):  # the api channel is the engine's
+                channel.close()
