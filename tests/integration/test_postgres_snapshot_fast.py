@@ -53,6 +53,18 @@ insert into edges (id, n0, n2, tstz) select 100 + g, (2::numeric ^ g)::numeric(1
     timestamptz '2024-01-01 00:00:00+00' + g * interval '1.000001 seconds'
     from generate_series(1, 59) g;
 insert into edges (id, n0, n2) select 200 + g, -(2::numeric ^ g)::numeric(18,0), -g from generate_series(1, 59) g;
+-- Two's-complement byte-length edges of precise decimals (Java's BigInteger.toByteArray()): the
+-- same unscaled values at scales 0, 2, 9 and 18, and the min/max of numeric(18,s).
+alter table edges add column n9 numeric(18,9);
+insert into edges (id, n0, n2, n9, n18)
+    select 300 + i, u, case when abs(u) < 100000 then u * 0.01 end, u * 1e-9, u * 1e-18
+    from unnest(array[-128, -129, -32768, -32769, -1, 0, 1, 127, 128, 255, 256, -255, -256, 32767,
+                      32768, -8388608, -8388609, 8388607, 8388608, -2147483648, 2147483647,
+                      -549755813888, -140737488355328, -36028797018963968, 36028797018963967,
+                      999999999999999999, -999999999999999999]::numeric[])
+    with ordinality as t(u, i);
+insert into edges (id, n0) select 400 + g, (2::numeric ^ g)::numeric(18,0) from generate_series(1, 59) g;
+insert into edges (id, n0) select 500 + g, -(2::numeric ^ g)::numeric(18,0) - 1 from generate_series(1, 59) g;
 """
 
 MODES = [
@@ -115,7 +127,7 @@ def test_server_computed_values_equal_the_reference_converters(pg_server: Any, t
     with psycopg.connect(dsn, autocommit=True) as conn:
         reference = _afters(dsn, conn, modes, fast=False)
         fast = _afters(dsn, conn, modes, fast=True)
-    assert len(reference) == 2 + 10 + 59 + 59
+    assert len(reference) == 2 + 10 + 59 + 59 + 27 + 59 + 59
     # Compared as text (NaN equals NaN there) and by type (1 is not 1.0, True is not 1). Not
     # with orjson: the reference makes an infinite timestamp in microseconds too big for it.
     differences = [
@@ -144,3 +156,15 @@ def test_the_wide_table_is_read_mostly_by_the_server(pg_server: Any, typed_datab
     converted = {column.name for column, _ in columns.converted}
     assert converted == {"nbig", "ts", "t", "arr"}
     assert {column.name for column, _ in columns.rare} == {"day", "tstz"}
+
+
+def test_precise_decimals_take_javas_byte_count_on_the_server(pg_server: Any, typed_database: str):
+    """-128 is one byte (0x80) and -129 two (0xff7f) in Java's BigInteger.toByteArray(), at every
+    scale - not only equal to the reference converter, but right."""
+    dsn = psycopg.conninfo.make_conninfo(pg_server.dsn(typed_database), options=SESSION_OPTIONS)
+    with psycopg.connect(dsn, autocommit=True) as conn:
+        afters = {after["id"]: after for after in _afters(dsn, conn, ValueModes(), fast=True)}
+    expected = {301: "gA==", 302: "/38=", 303: "gAA=", 305: "/w==", 306: "AA==", 309: "AIA=", 327: "8h9JTFicAAE="}
+    for id_, value in expected.items():
+        assert [afters[id_][name] for name in ("n0", "n9", "n18")] == [value] * 3, id_
+    assert afters[301]["n2"] == "gA==" and afters[326]["n0"] == "DeC2s6dj//8="

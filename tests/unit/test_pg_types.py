@@ -70,6 +70,54 @@ def test_decimal_handling_modes(text, typmod, mode, expected):
     assert convert(1700, text, typmod, decimal=mode) == expected
 
 
+NUMERIC_18_0 = (18 << 16 | 0) + 4
+NUMERIC_18_2 = (18 << 16 | 2) + 4
+
+# Java's BigInteger.toByteArray(), worked out by hand: the fewest two's-complement bytes that
+# still carry the sign bit.
+JAVA_BYTES = {
+    0: b"\x00",
+    -1: b"\xff",
+    1: b"\x01",
+    127: b"\x7f",
+    128: b"\x00\x80",
+    255: b"\x00\xff",
+    256: b"\x01\x00",
+    -128: b"\x80",
+    -129: b"\xff\x7f",
+    -255: b"\xff\x01",
+    -256: b"\xff\x00",
+    -32768: b"\x80\x00",
+    -32769: b"\xff\x7f\xff",
+    32767: b"\x7f\xff",
+    32768: b"\x00\x80\x00",
+    -8388608: b"\x80\x00\x00",
+    -(2**63): b"\x80\x00\x00\x00\x00\x00\x00\x00",
+    2**63 - 1: b"\x7f\xff\xff\xff\xff\xff\xff\xff",
+    2**63: b"\x00\x80\x00\x00\x00\x00\x00\x00\x00",
+    10**18 - 1: b"\x0d\xe0\xb6\xb3\xa7\x63\xff\xff",
+    -(10**18 - 1): b"\xf2\x1f\x49\x4c\x58\x9c\x00\x01",
+}
+
+
+@pytest.mark.parametrize(("unscaled", "java"), JAVA_BYTES.items(), ids=str)
+def test_precise_decimals_are_javas_big_integer_bytes(unscaled, java):
+    expected = base64.b64encode(java).decode()
+    assert convert(1700, str(unscaled), NUMERIC_18_0) == expected  # the fixed-scale fast path
+    whole, cents = divmod(abs(unscaled), 100)
+    text = f"{'-' if unscaled < 0 else ''}{whole}.{cents:02d}"  # as PostgreSQL prints numeric(18,2)
+    assert convert(1700, text, NUMERIC_18_2) == expected
+    assert convert(1700, f"{unscaled}e-2", NUMERIC_18_2) == expected  # the Decimal (slow) path
+    assert convert(1700, str(unscaled)) == {"scale": 0, "value": expected}  # variable scale
+
+
+def test_precise_decimal_examples_in_base64():
+    assert convert(1700, "-1.28", NUMERIC_18_2) == "gA=="  # Java: 1 byte; was '/4A=' (2 bytes)
+    assert convert(1700, "1.28", NUMERIC_18_2) == "AIA="
+    assert convert(1700, "-1.29", NUMERIC_18_2) == "/38="
+    assert convert(1700, "0.00", NUMERIC_18_2) == "AA=="
+
+
 def test_money_parses_the_c_locale_format():
     assert convert(790, "-$1,234.50", decimal="string") == "-1234.50"
 

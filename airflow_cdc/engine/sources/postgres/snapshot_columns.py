@@ -142,11 +142,11 @@ def _unscaled_base64(column: sql.Identifier, scale: int) -> sql.Composable:
     types._fixed_scale_decimal writes it; NaN is NULL, as there."""
     steps = []
     for length in range(1, 8):
-        # n bytes when |unscaled| < 2^(8n-1), as the reference's bit_length() counts (so -128
-        # takes two bytes there, one in Java's BigInteger); bounds scaled back to the column.
+        # n bytes when -2^(8n-1) <= unscaled < 2^(8n-1), as Java's BigInteger.toByteArray() (so
+        # -128 takes one byte, 128 two); bounds scaled back to the column.
         bound = sql.Literal(Decimal(2 ** (8 * length - 1)).scaleb(-scale))
         steps.append(
-            sql.SQL("when {c} > -{b} and {c} < {b} then {start}").format(
+            sql.SQL("when {c} >= -{b} and {c} < {b} then {start}").format(
                 c=column, b=bound, start=sql.Literal(9 - length)
             )
         )

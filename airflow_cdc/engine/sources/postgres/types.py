@@ -81,7 +81,7 @@ def _fixed_scale_decimal(scale: int) -> Converter:
             unscaled = int(whole + fraction)
         except ValueError:  # NaN, Infinity
             return slow(text)
-        length = max(1, (unscaled.bit_length() + 8) // 8)
+        length = (unscaled + (unscaled < 0)).bit_length() // 8 + 1  # as unscaled_bytes, inlined
         return b2a_base64(unscaled.to_bytes(length, "big", signed=True), newline=False).decode("ascii")
 
     return convert
@@ -97,8 +97,14 @@ def _precise_decimal_slow(scale: int) -> Converter:
 
 def _unscaled_b64(value: decimal.Decimal, scale: int) -> str:
     unscaled = int(value.scaleb(scale).to_integral_value(rounding=decimal.ROUND_HALF_UP))
-    length = max(1, (unscaled.bit_length() + 8) // 8)
-    return base64.b64encode(unscaled.to_bytes(length, "big", signed=True)).decode("ascii")
+    return base64.b64encode(unscaled_bytes(unscaled)).decode("ascii")
+
+
+def unscaled_bytes(unscaled: int) -> bytes:
+    """Kafka Connect's Decimal: Java's ``BigInteger.toByteArray()``, the fewest big-endian
+    two's-complement bytes with room for the sign bit (-128 is b'\\x80', 128 is b'\\x00\\x80')."""
+    length = (unscaled + (unscaled < 0)).bit_length() // 8 + 1
+    return unscaled.to_bytes(length, "big", signed=True)
 
 
 def _decimal(mode: str, scale: int | None) -> Converter:
