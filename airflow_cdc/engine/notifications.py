@@ -22,6 +22,7 @@ log = logging.getLogger(__name__)
 
 INCREMENTAL = "Incremental Snapshot"
 INITIAL = "Initial Snapshot"
+BLOCKING = "Blocking Snapshot"
 SIGNAL = "Signal"
 
 #: What the api channel keeps for readers that come late.

@@ -7,6 +7,8 @@ from __future__ import annotations
 import json
 import signal as signals
 import threading
+import urllib.error
+import urllib.request
 import uuid
 from typing import Any
 
@@ -341,3 +343,97 @@ def test_a_crash_mid_snapshot_resumes_from_the_last_chunk(pg_server: Any, pg_dat
     assert before < 5000  # the kill came mid-snapshot
     # At most the chunk in flight (whose rows were not all delivered) and one batch after the commit.
     assert again <= chunk + 100, f"{again} rows read twice: more than the chunk in flight"
+
+
+def test_blocking_snapshot_pauses_streaming_then_goes_on(pg_server: Any, pg_database: str) -> None:
+    dsn = pg_server.dsn(pg_database)
+    setup(dsn, 3000)
+    collector = Collector()
+    engine = Engine(config(pg_server, pg_database), consumer=collector)
+    with EngineRunner(engine), WriteLoad(dsn, 3001, seed=11) as load:
+        wait_until(lambda: load.transactions > 30, 30, "writes")
+        signal_id = send(dsn, "execute-snapshot", {"data-collections": ["public.t"], "type": "blocking"})
+        wait_until(lambda: any(n["id"] == signal_id for n in notifications(engine, "COMPLETED")), 60, "blocking done")
+        load.stop()
+        with psycopg.connect(dsn) as conn:
+            expected = source_image(conn)
+        try:
+            wait_until(lambda: replay(collector) == expected, 60, "target equals source")
+        except TimeoutError:
+            raise AssertionError(image_diff(expected, replay(collector))) from None
+    done = [n for n in notifications(engine) if n["id"] == signal_id]
+    assert [n["type"] for n in done] == ["STARTED", "COMPLETED"]
+    assert done[0]["aggregate_type"] == "Blocking Snapshot"
+    assert int(done[1]["additional_data"]["total_rows_scanned"]) >= 3000 - 1000  # deletes ran meanwhile
+    reads = [e for e in collector.snapshot() if e["value"] and e["value"]["op"] == "r"]
+    assert len(reads) == int(done[1]["additional_data"]["total_rows_scanned"])
+
+
+def test_signals_through_the_control_api_and_a_file(pg_server: Any, pg_database: str, tmp_path: Any) -> None:
+    from airflow_cdc.engine.server.instance import EngineInstance, read_status
+    from tests.integration.test_engine_instance import get
+
+    dsn = pg_server.dsn(pg_database)
+    setup(dsn, 300)
+    signal_file = tmp_path / "signals.jsonl"
+    props = {
+        **config(pg_server, pg_database, **{"offset.storage": "file"}),
+        "signal.enabled.channels": "source,api,file",
+        "signal.file": str(signal_file),
+        "state.dir": str(tmp_path / "state"),
+        "api.token": "t",
+        "sink.type": "null",
+        "notification.enabled.channels": "log,api,sink",
+        "notification.sink.topic.name": "shop.notifications",
+    }
+    instance = EngineInstance(props)
+    thread = threading.Thread(target=instance.run)
+    thread.start()
+    try:
+        wait_until(lambda: (read_status(instance.directory) or {}).get("state") == "POLLING_TASKS", 30, "polling")
+        base = str(read_status(instance.directory)["api"])  # type: ignore[index]
+        request = urllib.request.Request(
+            base + "/signals",
+            method="POST",
+            data=json.dumps(
+                {"id": "api-1", "type": "execute-snapshot", "data": {"data-collections": ["public.t"]}}
+            ).encode(),
+            headers={"Authorization": "Bearer t", "Content-Type": "application/json"},
+        )
+        with urllib.request.urlopen(request, timeout=10) as response:
+            assert response.status == 202 and json.loads(response.read()) == {"id": "api-1"}
+        bad = urllib.request.Request(
+            base + "/signals", method="POST", data=b'{"type": "explode"}', headers={"Authorization": "Bearer t"}
+        )
+        with pytest.raises(urllib.error.HTTPError) as refused:
+            urllib.request.urlopen(bad, timeout=10)
+        assert refused.value.code == 400 and "unknown signal type" in refused.value.read().decode()
+
+        def api_notifications(since: int = 0) -> dict[str, Any]:
+            return get(f"{base}/notifications?since={since}", token="t")[1]
+
+        wait_until(lambda: any(n["type"] == "COMPLETED" for n in api_notifications()["notifications"]), 60, "done")
+        page = api_notifications()
+        assert page["notifications"][0]["type"] == "STARTED"
+        assert api_notifications(page["cursor"])["notifications"] == []  # the cursor moves past what was read
+
+        signal_file.write_text(json.dumps({"id": "file-1", "type": "log", "data": {"message": "hello"}}) + "\n{oops\n")
+
+        def taken() -> bool:
+            try:
+                return signal_file.stat().st_size == 0
+            except FileNotFoundError:  # between the channel's rename and its new empty file
+                return False
+
+        wait_until(taken, 30, "the file channel took the signals")
+        rejected = wait_until(
+            lambda: [n for n in api_notifications()["notifications"] if n["type"] == "REJECTED"],
+            30,
+            "bad line reported",
+        )
+        assert "not valid JSON" in rejected[0]["additional_data"]["problem"]
+        sunk = wait_until(lambda: instance.sink.metrics()["delivered"] >= 1, 30, "notifications through the sink")
+        assert sunk
+    finally:
+        instance.request_stop()
+        thread.join(60)

@@ -15,12 +15,13 @@ import threading
 from http import HTTPStatus
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 from typing import TYPE_CHECKING, Any
-from urllib.parse import urlsplit
+from urllib.parse import parse_qs, urlsplit
 
 import orjson
 
 from airflow_cdc.engine.server.metrics import render_metrics
 from airflow_cdc.engine.server.openapi import OPENAPI
+from airflow_cdc.engine.signals import SignalError
 
 if TYPE_CHECKING:
     from airflow_cdc.engine.server.instance import EngineInstance
@@ -28,6 +29,7 @@ if TYPE_CHECKING:
 log = logging.getLogger(__name__)
 
 PUBLIC = {"/health", "/openapi.json"}
+MAX_BODY = 64 * 1024
 
 
 class ControlApi:
@@ -55,7 +57,7 @@ class ControlApi:
         scheme, _, credentials = (header or "").partition(" ")
         return scheme.lower() == "bearer" and hmac.compare_digest(credentials.strip().encode(), self.token.encode())
 
-    def route(self, method: str, path: str) -> tuple[int, Any]:
+    def route(self, method: str, path: str, query: str = "", body: bytes = b"") -> tuple[int, Any]:
         instance = self.instance
         connector = f"/connectors/{instance.name}"
         routes: dict[tuple[str, str], Any] = {
@@ -64,6 +66,8 @@ class ControlApi:
             ("GET", "/status"): instance.status,
             ("GET", "/offsets"): lambda: {"offsets": instance.offsets()},
             ("POST", "/stop"): self._stop,
+            ("POST", "/signals"): lambda: self._signal(body),
+            ("GET", "/notifications"): lambda: self._notifications(query),
             ("GET", "/connectors"): lambda: [instance.name],
             ("GET", connector): self._connector_info,
             ("GET", connector + "/status"): self._connect_status,
@@ -81,6 +85,28 @@ class ControlApi:
         if isinstance(result, tuple):
             return result
         return (HTTPStatus.ACCEPTED if method in ("POST", "PUT") else HTTPStatus.OK), result
+
+    def _signal(self, body: bytes) -> tuple[int, dict[str, Any]]:
+        """Debezium's signal shape: ``{"id"?, "type", "data"}`` (data an object or JSON text)."""
+        try:
+            request = orjson.loads(body or b"{}")
+            if not isinstance(request, dict):
+                raise SignalError("the body must be a JSON object {id?, type, data}")
+            signal_id = self.instance.engine.signals.send(
+                str(request.get("type") or ""), request.get("data"), request.get("id") or None
+            )
+        except orjson.JSONDecodeError as exc:
+            return HTTPStatus.BAD_REQUEST, {"error": f"the body is not JSON: {exc}"}
+        except SignalError as exc:
+            return HTTPStatus.BAD_REQUEST, {"error": str(exc)}
+        return HTTPStatus.ACCEPTED, {"id": signal_id}
+
+    def _notifications(self, query: str) -> dict[str, Any]:
+        params = parse_qs(query)
+        since = int((params.get("since") or ["0"])[0])
+        limit = int((params.get("limit") or ["1000"])[0])
+        items, cursor = self.instance.engine.notifications.since(since, limit)
+        return {"notifications": items, "cursor": cursor}
 
     def _offsets_refused(self) -> tuple[int, dict[str, Any]]:
         # Kafka Connect (KIP-875) alters offsets of a STOPPED connector only; a stopped instance
@@ -171,8 +197,11 @@ class _Handler(BaseHTTPRequestHandler):
             text, content_type = render_metrics(api.instance)
             self._send_bytes(HTTPStatus.OK, text, content_type)
             return
+        parts = urlsplit(self.path)
+        length = int(self.headers.get("Content-Length") or 0)
+        request_body = self.rfile.read(min(length, MAX_BODY)) if length else b""
         try:
-            status, body = api.route(method, path)
+            status, body = api.route(method, path, parts.query, request_body)
         except Exception as exc:  # a broken request must not take the instance down
             log.exception("control API: %s %s failed", method, path)
             status, body = HTTPStatus.INTERNAL_SERVER_ERROR, {"error": f"{type(exc).__name__}: {exc}"}

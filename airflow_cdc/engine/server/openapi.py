@@ -36,6 +36,49 @@ OPENAPI: dict[str, Any] = {
         "/offsets": {"get": _op("Committed offsets: {offsets: [{partition, offset}]}")},
         "/metrics": {"get": _op("Prometheus metrics (text exposition format)")},
         "/stop": {"post": {"summary": "Stop the instance gracefully", "responses": _ACCEPTED}},
+        "/signals": {
+            "post": {
+                "summary": "Send a signal (Debezium's shape): {id?, type, data}",
+                "requestBody": {
+                    "content": {
+                        "application/json": {
+                            "schema": {
+                                "type": "object",
+                                "required": ["type"],
+                                "properties": {
+                                    "id": {"type": "string"},
+                                    "type": {
+                                        "enum": [
+                                            "execute-snapshot",
+                                            "stop-snapshot",
+                                            "pause-snapshot",
+                                            "resume-snapshot",
+                                            "log",
+                                        ]
+                                    },
+                                    "data": {"type": "object"},
+                                },
+                            }
+                        }
+                    }
+                },
+                "responses": {
+                    "202": {"description": "queued: {id}"},
+                    "400": {"description": "a malformed signal, with the problem"},
+                    "401": {"description": "missing or wrong bearer token"},
+                },
+            }
+        },
+        "/notifications": {
+            "get": {
+                "summary": "Notifications after a cursor: ?since=<cursor>&limit=<n> -> {notifications, cursor}",
+                "parameters": [
+                    {"name": "since", "in": "query", "schema": {"type": "integer", "default": 0}},
+                    {"name": "limit", "in": "query", "schema": {"type": "integer", "default": 1000}},
+                ],
+                "responses": {"200": {"description": "OK"}, "401": {"description": "missing or wrong bearer token"}},
+            }
+        },
         "/connectors": {"get": _op("Kafka Connect: the connector names (one)")},
         "/connectors/{name}": {"get": _op("Kafka Connect: name, type, config, tasks")},
         "/connectors/{name}/status": {"get": _op("Kafka Connect: connector and task states")},

@@ -160,14 +160,7 @@ class IncrementalSnapshot:
     # -- signals -------------------------------------------------------------------------------
     def execute(self, signal: Signal) -> None:
         """Start a snapshot of the signal's tables (or add them to the running one)."""
-        known = self.source.snapshot_tables()
-        tables = [t for t in known if any(re.fullmatch(p, t) for p in signal.data_collections)]
-        if not tables:
-            raise SignalError(
-                f"signal {signal.id!r}: no captured table matches {signal.data_collections} "
-                f"(captured: {', '.join(known) or 'none'})",
-                signal.id,
-            )
+        tables = match_tables(self.source.snapshot_tables(), signal)
         conditions = signal.additional_conditions
         plans = []
         for table in tables:
@@ -353,6 +346,18 @@ class IncrementalSnapshot:
         self.bus.publish(
             Notification(INCREMENTAL, kind, {"connector_name": self.connector_name, **data}, id=self.context.id)
         )
+
+
+def match_tables(known: list[str], signal: Signal) -> list[str]:
+    """The captured tables the signal's ``data-collections`` regexes match (whole names)."""
+    tables = [t for t in known if any(re.fullmatch(p, t) for p in signal.data_collections)]
+    if not tables:
+        raise SignalError(
+            f"signal {signal.id!r}: no captured table matches {signal.data_collections} "
+            f"(captured: {', '.join(known) or 'none'})",
+            signal.id,
+        )
+    return tables
 
 
 def _filter_for(table: str, conditions: list[AdditionalCondition]) -> str | None:

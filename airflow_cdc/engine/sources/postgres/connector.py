@@ -164,7 +164,9 @@ class PostgresTask(SourceTask):
             ),
             signal_topic=topic(*self.signal_table) if self.signal_table else None,
             resume=offset,
+            begin_blocking=self._begin_blocking_snapshot,
         )
+        self._blocking: str | None = None  # the signal id of a running blocking snapshot
         self.stream = ReplicationStream.connect(self.conninfo)
         self._position(offset, tables)
         self._last_activity = time.monotonic()
@@ -268,14 +270,34 @@ class PostgresTask(SourceTask):
 
     def _poll_snapshot(self) -> list[SourceRecord]:
         assert self._batches is not None and self.snapshot is not None
+        if self._blocking is not None and self.stream is not None:
+            self.stream.keep_alive()  # the stream waits: keep the server from timing us out
         batch = next(self._batches, None)
         if batch is None or (batch and batch[-1].offset.get("snapshot_completed")):
             log.info("postgres %s: snapshot done, %d rows", self.database, self.snapshot.rows)
+            rows = self.snapshot.rows
             self.snapshot.close()
             self.snapshot, self._batches = None, None
-            if self.settings["snapshot.mode"] != "initial_only":
+            if self._blocking is not None:
+                self.signalling.blocking_done(self._blocking, rows)
+                self._blocking = None  # streaming goes on where it paused
+            elif self.settings["snapshot.mode"] != "initial_only":
                 self._start_streaming()
         return batch or []
+
+    def _begin_blocking_snapshot(self, signal_id: str, tables: list[str]) -> None:
+        """A blocking snapshot (Debezium's ``type: blocking``): stop reading the stream, read the
+        tables in a fresh transaction, then stream on. The rows are newer than the stream's
+        position, and the changes streamed afterwards are applied over them: the target
+        converges, as after an interrupted initial snapshot (ADR 0004)."""
+        log.info("postgres %s: blocking snapshot of %s", self.database, ", ".join(tables))
+        plans = [(t, p) for t, p in self.plans if t.qualified in tables]
+        self.snapshot = SnapshotReader(
+            self.conninfo, None, self.builder.last_completed, self.builder, modes=self.modes, lookup=self.catalog.type
+        )
+        batch = min(self.settings["max.batch.size"], SNAPSHOT_BATCH)
+        self._batches = self.snapshot.batches(plans, batch, self.settings["snapshot.fetch.size"])
+        self._blocking = signal_id
 
     def _poll_stream(self) -> list[SourceRecord]:
         assert self.stream is not None

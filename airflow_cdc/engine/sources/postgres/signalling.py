@@ -10,14 +10,14 @@ from __future__ import annotations
 
 import logging
 import time
-from collections.abc import Mapping
+from collections.abc import Callable, Mapping
 from typing import Any
 
 import psycopg
 
 from airflow_cdc.engine.connector import TaskContext
 from airflow_cdc.engine.errors import RetriableError
-from airflow_cdc.engine.notifications import SIGNAL, Notification
+from airflow_cdc.engine.notifications import BLOCKING, SIGNAL, Notification
 from airflow_cdc.engine.records import SourceRecord
 from airflow_cdc.engine.signals import (
     FileChannel,
@@ -29,7 +29,7 @@ from airflow_cdc.engine.signals import (
     parse_signal,
 )
 from airflow_cdc.engine.signals.signal import EXECUTE, LOG, PAUSE, RESUME, STOP, WINDOW_CLOSE, WINDOW_OPEN
-from airflow_cdc.engine.snapshots.incremental import SQL_EXCEPTION, IncrementalSnapshot, SnapshotContext
+from airflow_cdc.engine.snapshots.incremental import SQL_EXCEPTION, IncrementalSnapshot, SnapshotContext, match_tables
 from airflow_cdc.engine.sources.postgres import pgoutput
 from airflow_cdc.engine.sources.postgres.changes import ChangeBuilder
 from airflow_cdc.engine.sources.postgres.incremental import WATERMARK_PREFIX, PostgresChunkSource
@@ -51,7 +51,10 @@ class Signalling:
         source: PostgresChunkSource,
         signal_topic: str | None,
         resume: Mapping[str, Any] | None,
+        begin_blocking: Callable[[str, list[str]], None],
     ) -> None:
+        #: Starts a blocking snapshot of these tables: the task stops reading the stream meanwhile.
+        self.begin_blocking = begin_blocking
         self.settings = settings
         self.builder = builder
         self.bus = context.notifications
@@ -162,11 +165,8 @@ class Signalling:
         try:
             if signal.type == EXECUTE:
                 if signal.snapshot_type == "blocking":
-                    raise SignalError(
-                        f"signal {signal.id!r}: blocking snapshots are not supported by this engine yet; "
-                        'use "type": "incremental"',
-                        signal.id,
-                    )
+                    self._blocking(signal)
+                    return
                 if snapshot.context is not None and snapshot.context.id == signal.id:
                     return  # seen again after a restart: it is running already
                 snapshot.execute(signal)
@@ -184,6 +184,40 @@ class Signalling:
             raise SignalError(f"signal {signal.id!r}: {exc}".strip(), signal.id) from None
         finally:
             self._sync_offsets()
+
+    def _blocking(self, signal: Signal) -> None:
+        if self.snapshot.active:
+            raise SignalError(
+                f"signal {signal.id!r}: an incremental snapshot is running; stop it or let it finish before a "
+                "blocking snapshot",
+                signal.id,
+            )
+        if signal.additional_conditions:
+            raise SignalError(
+                f"signal {signal.id!r}: additional-conditions work with incremental snapshots only here; "
+                'use "type": "incremental" for a filtered snapshot',
+                signal.id,
+            )
+        tables = match_tables(self.snapshot.source.snapshot_tables(), signal)
+        self.bus.publish(
+            Notification(
+                BLOCKING,
+                "STARTED",
+                {"connector_name": self.connector_name, "data_collections": ", ".join(tables)},
+                id=signal.id,
+            )
+        )
+        self.begin_blocking(signal.id, tables)
+
+    def blocking_done(self, signal_id: str, rows: int) -> None:
+        self.bus.publish(
+            Notification(
+                BLOCKING,
+                "COMPLETED",
+                {"connector_name": self.connector_name, "total_rows_scanned": str(rows)},
+                id=signal_id,
+            )
+        )
 
     def reject(self, error: SignalError, signal_id: str = "", kind: str = "") -> None:
         log.warning("signal %s rejected: %s", signal_id or error.signal_id or "?", error)

@@ -183,6 +183,10 @@ class ReplicationStream:
         if time.monotonic() - self._last_status >= STATUS_INTERVAL_S:
             self.send_status()
 
+    def keep_alive(self) -> None:
+        """While the stream is not read (a blocking snapshot), still tell the server we live."""
+        self._maybe_send_status()
+
     def close(self) -> None:
         """Close the connection: the slot becomes inactive at once."""
         self._streaming = False
