@@ -47,7 +47,8 @@ insert into edges values
      '2024-02-29 13:37:03.5', null, null, null, null, null, null, null, null),
     (9, 0.01, -8388609, 0.000000000000000001, null, 1e-45, 123456789.123456789, '1999-12-31',
      '0999-12-31 23:59:59.9+00', '0999-12-31 23:59:59.9', null, null, null, null, null, null, null, null),
-    (10, null, 2147483648, null, null, null, null, null, '1000-01-01 00:00:00.000010+00', null,
+    (10, null, 2147483648, null, null, null, null, '4713-11-24 BC', '1000-01-01 00:00:00.000010+00',
+     '0401-02-29 23:59:59.999999 BC',
      null, null, null, null, null, null, null, null);
 insert into edges (id, n0, n2, tstz) select 100 + g, (2::numeric ^ g)::numeric(18,0) - 1, g - 0.01,
     timestamptz '2024-01-01 00:00:00+00' + g * interval '1.000001 seconds'

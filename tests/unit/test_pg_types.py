@@ -48,6 +48,16 @@ def test_calendar_arithmetic_matches_datetime(day):
     assert temporal.civil_from_days(days) == (day.year, day.month, day.day)
 
 
+@given(st.dates(), st.integers(min_value=1, max_value=15_000))
+def test_calendar_arithmetic_before_year_1(day, eras_back):
+    """The proleptic Gregorian calendar repeats every 400 years (146097 days), so a BC date is an
+    AD date that ``datetime`` knows, moved back whole eras."""
+    days = (day - dt.date(1970, 1, 1)).days - eras_back * 146_097
+    year = day.year - eras_back * 400
+    assert temporal.days_from_civil(year, day.month, day.day) == days
+    assert temporal.civil_from_days(days) == (year, day.month, day.day)
+
+
 def test_numbers_and_booleans():
     assert convert(23, "42") == 42 and convert(20, "-9223372036854775808") == -(2**63)
     assert convert(701, "1.5") == 1.5 and convert(16, "t") is True and convert(16, "f") is False
@@ -124,7 +134,9 @@ def test_money_parses_the_c_locale_format():
 
 def test_temporal_values_follow_time_precision_mode():
     assert convert(1082, "1970-01-02") == 1
-    assert convert(1082, "0001-01-01 BC") == temporal.days_from_civil(0, 1, 1)
+    assert convert(1082, "0001-01-01 BC") == temporal.days_from_civil(0, 1, 1) == -719_528
+    assert convert(1082, "0044-03-15 BC") == -735_160  # PostgreSQL's count; was -735161
+    assert convert(1114, "0044-03-15 12:00:00 BC") == -735_160 * 86_400_000_000 + 43_200_000_000
     assert convert(1114, "2021-07-08 07:27:08.123456") == 1_625_729_228_123_456
     assert convert(1114, "2021-07-08 07:27:08.123", 3) == 1_625_729_228_123
     assert convert(1114, "2021-07-08 07:27:08.123456", time_precision="connect") == 1_625_729_228_123

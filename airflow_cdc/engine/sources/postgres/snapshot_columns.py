@@ -10,7 +10,7 @@ Each column becomes one of:
   as ``float8``; ``date`` as days since the epoch; ``timestamptz`` as ISO-8601 with ``Z``;
   ``bytea`` encoded per ``binary.handling.mode``; types whose converter is ``str`` as their text.
 * **rare** - loaded, except for values outside the range where the expression is known to
-  agree (``timestamptz`` before year 1 or after 9999, BC and infinite dates and timestamps): such a
+  agree (``timestamptz`` before year 1 or after 9999, infinite dates and timestamps): such a
   row sets the row's flag column, and those values are read again from an extra column of
   their text (NULL in every other row) and converted by the reference converter.
 * **converted** - the column's text, converted in Python by the reference converter (arrays,
@@ -66,8 +66,8 @@ _BASE64 = {
 # 'YYYY-MM-DD HH:MM:SS[.ffffff]+00': types._timestamptz's common case.
 _TIMESTAMPTZ = "replace(replace({c}::text, ' ', 'T'), '+00', 'Z')"
 _TIMESTAMPTZ_RARE = "not ({c} >= '0001-01-01 00:00:00+00' and {c} < '10000-01-01 00:00:00+00')"
-# Not BC dates: PostgreSQL's day count for them differs from temporal.parse_date's by a day.
-_DATE_COMMON = "{c} >= date '0001-01-01' and {c} < date 'infinity'"
+# Every finite date: PostgreSQL's day count is temporal.parse_date's (BC dates included).
+_DATE_COMMON = "{c} > date '-infinity' and {c} < date 'infinity'"
 _DATE = "case when " + _DATE_COMMON + " then {c} - date '1970-01-01' end"
 _DATE_RARE = "not (" + _DATE_COMMON + ")"
 

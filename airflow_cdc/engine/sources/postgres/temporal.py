@@ -19,9 +19,10 @@ class TemporalParseError(ValueError):
 
 
 def days_from_civil(year: int, month: int, day: int) -> int:
-    """Days since 1970-01-01 of a proleptic Gregorian date (H. Hinnant's algorithm)."""
+    """Days since 1970-01-01 of a proleptic Gregorian date, year 0 being 1 BC (H. Hinnant's
+    algorithm; Python's ``//`` already floors, so eras need no C-style adjustment for BC)."""
     year -= month <= 2
-    era = (year if year >= 0 else year - 399) // 400
+    era = year // 400
     yoe = year - era * 400
     doy = (153 * (month + (-3 if month > 2 else 9)) + 2) // 5 + day - 1
     doe = yoe * 365 + yoe // 4 - yoe // 100 + doy
@@ -30,7 +31,7 @@ def days_from_civil(year: int, month: int, day: int) -> int:
 
 def civil_from_days(days: int) -> tuple[int, int, int]:
     days += 719468
-    era = (days if days >= 0 else days - 146096) // 146097
+    era = days // 146097
     doe = days - era * 146097
     yoe = (doe - doe // 1460 + doe // 36524 - doe // 146096) // 365
     year = yoe + era * 400
