@@ -437,3 +437,30 @@ def test_signals_through_the_control_api_and_a_file(pg_server: Any, pg_database:
     finally:
         instance.request_stop()
         thread.join(60)
+
+
+def test_signals_through_a_kafka_topic(pg_server: Any, pg_database: str, kafka_broker: Any, topic_prefix: str) -> None:
+    from kafka import KafkaProducer
+
+    dsn = pg_server.dsn(pg_database)
+    setup(dsn, 100)
+    signal_topic = f"{topic_prefix}.signals"
+    cfg = config(
+        pg_server,
+        pg_database,
+        **{
+            "signal.enabled.channels": "kafka",
+            "signal.kafka.topic": signal_topic,
+            "signal.kafka.bootstrap.servers": kafka_broker.bootstrap_servers,
+        },
+    )
+    engine = Engine(cfg, consumer=Collector())
+    producer = KafkaProducer(bootstrap_servers=kafka_broker.bootstrap_servers)
+    with EngineRunner(engine):
+        wait_until(lambda: slot_active(pg_server, cfg["slot.name"]), 30, "streaming")
+        value = {"type": "execute-snapshot", "data": {"data-collections": ["public.t"]}}
+        producer.send(signal_topic, key=b"other-connector", value=json.dumps({"type": "log"}).encode())
+        producer.send(signal_topic, key=b"shop", value=json.dumps(value).encode()).get(30)
+        wait_until(lambda: notifications(engine, "COMPLETED"), 60, "snapshot from a Kafka signal")
+    producer.close()
+    assert not notifications(engine, "REJECTED")  # another connector's signal is not ours to judge

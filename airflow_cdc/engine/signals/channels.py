@@ -105,16 +105,31 @@ class KafkaChannel(SignalChannel):
     name = "kafka"
 
     def __init__(self, bootstrap_servers: str, topic: str, key: str, group_id: str = "kafka-signal") -> None:
-        from kafka import KafkaConsumer
+        from kafka import KafkaConsumer, TopicPartition
 
         self.topic, self.key = topic, key
+        # Partitions are assigned, not negotiated in a group: a group join takes seconds and
+        # signals sent meanwhile would be skipped. Reading starts at the end when the channel
+        # opens (committed to group_id, as Debezium's channel does, so a restart goes on there).
         self._consumer = KafkaConsumer(
-            topic,
-            bootstrap_servers=bootstrap_servers,
-            group_id=group_id,
-            enable_auto_commit=True,
-            auto_offset_reset="latest",
+            bootstrap_servers=bootstrap_servers, group_id=group_id, enable_auto_commit=True, auto_offset_reset="latest"
         )
+        partitions = self._consumer.partitions_for_topic(topic) or set()
+        if not partitions:
+            from kafka.admin import KafkaAdminClient, NewTopic
+
+            admin = KafkaAdminClient(bootstrap_servers=bootstrap_servers)
+            try:
+                admin.create_topics([NewTopic(topic, 1, -1)])
+            except Exception as exc:  # created meanwhile by someone else
+                log.debug("signal topic %s: %s", topic, exc)
+            finally:
+                admin.close()
+            partitions = {0}
+        assigned = [TopicPartition(topic, p) for p in sorted(partitions)]
+        self._consumer.assign(assigned)
+        for partition in assigned:
+            self._consumer.position(partition)  # resolve the start now, not at the first poll
 
     def read(self) -> list[Signal | SignalError]:
         out: list[Signal | SignalError] = []
