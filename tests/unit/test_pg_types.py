@@ -142,6 +142,8 @@ def test_temporal_values_follow_time_precision_mode():
     assert convert(1114, "2021-07-08 07:27:08.123456", time_precision="connect") == 1_625_729_228_123
     assert convert(1083, "01:00:00.5") == 3_600_500_000
     assert convert(1083, "01:00:00.5", 3) == 3_600_500
+    assert convert(1083, "01:00:00.5", 3, time_precision="adaptive_time_microseconds") == 3_600_500_000
+    assert convert(1114, "2021-07-08 07:27:08.123", 3, time_precision="adaptive_time_microseconds") == 1_625_729_228_123
     assert convert(1184, "2021-07-08 07:27:08.5+00") == "2021-07-08T07:27:08.5Z"
     assert convert(1184, "2021-07-08 09:27:08+02") == "2021-07-08T07:27:08Z"
     assert convert(1266, "10:00:00+02") == "08:00:00Z"

@@ -218,8 +218,11 @@ _FIXED: dict[str, Converter] = {
 
 
 def _temporal(name: str, type_modifier: int, modes: ValueModes) -> Converter:
+    # adaptive_time_microseconds differs from adaptive for time only: a timestamp(0..3) stays in
+    # milliseconds there (JdbcValueConverters' Types.TIMESTAMP branch is the same for both).
     micro = modes.time_precision != "connect" and (
-        temporal_precision(type_modifier) > 3 or modes.time_precision == "adaptive_time_microseconds"
+        temporal_precision(type_modifier) > 3
+        or (name == "time" and modes.time_precision == "adaptive_time_microseconds")
     )
     divisor = 1 if micro else 1000
     return _timestamp(divisor) if name == "timestamp" else _time(divisor)
