@@ -8,8 +8,13 @@ from typing import Any
 import psycopg
 import pytest
 
+from airflow_cdc.engine import Engine, JsonSerializer
 from airflow_cdc.engine.sources.postgres import temporal
 from airflow_cdc.engine.sources.postgres.types import SESSION_OPTIONS, TypeInfo, ValueModes, converter_for
+from airflow_cdc.engine.testing import EngineRunner, wait_until
+
+from .pg_support import engine_config
+from .test_postgres_source import Collector
 
 DATES = [
     "4713-11-24 BC",  # PostgreSQL's first date
@@ -65,3 +70,45 @@ def test_timestamps_count_microseconds_as_postgresql_does(conn: Any, day: str, c
     assert temporal.parse_timestamp_us(ts_text) == ts_us
     assert converter_for(1114, -1, ValueModes(), TYPES.__getitem__)(ts_text) == ts_us
     assert temporal.parse_timestamp_us(tz_text) == tz_us == ts_us
+
+
+INFINITE = """
+create table infinite (
+    id int primary key, d date, ts timestamp, ts3 timestamp(3), tstz timestamptz, d_arr date[], ts_arr timestamp[]
+);
+insert into infinite values
+    (1, 'infinity', 'infinity', 'infinity', 'infinity', '{infinity,-infinity}', '{infinity,-infinity}'),
+    (2, '-infinity', '-infinity', '-infinity', '-infinity', null, null);
+"""
+POS_US, NEG_US = 9_223_372_036_825_200_000, -9_223_372_036_832_400_000
+POS_DAYS, NEG_DAYS = -2_147_472_692, -2_147_472_691
+
+
+@pytest.mark.parametrize("mode", ["adaptive", "adaptive_time_microseconds", "connect"])
+def test_infinite_values_snapshot_and_stream_as_debezium_emits_them(pg_server: Any, pg_database: str, mode: str):
+    """The JsonSerializer carries them (a value past int64 used to stop the stream) and they are
+    Debezium's: timestamps pgjdbc's infinity read as microseconds, dates -5877611-06-2x."""
+    with pg_server.connect(pg_database) as conn:
+        conn.execute(INFINITE)
+    collected = Collector()
+    config = engine_config(pg_server, pg_database, **{"time.precision.mode": mode})
+    engine = Engine(config, consumer=collected, serializer=JsonSerializer())
+    with EngineRunner(engine):
+        wait_until(lambda: len(collected.snapshot()) == 2, 30, "snapshot")
+        with pg_server.connect(pg_database) as conn:
+            conn.execute(INFINITE.split(";")[1].replace("(1,", "(11,").replace("(2,", "(12,"))
+        wait_until(lambda: len(collected.snapshot()) == 4, 30, "streamed rows")
+    ts_div = 1000 if mode == "connect" else 1
+    pos_ts, neg_ts = POS_US // ts_div, NEG_US // ts_div
+    expected = {
+        1: {"d": POS_DAYS, "ts": pos_ts, "ts3": POS_US // 1000, "tstz": "infinity"},
+        2: {"d": NEG_DAYS, "ts": neg_ts, "ts3": NEG_US // 1000, "tstz": "-infinity"},
+    }
+    events = {e["value"]["after"]["id"]: e["value"] for e in collected.snapshot()}
+    assert sorted(events) == [1, 2, 11, 12]
+    for id_, event in events.items():
+        assert event["op"] == ("r" if id_ < 10 else "c")
+        after = event["after"]
+        assert {k: after[k] for k in ("d", "ts", "ts3", "tstz")} == expected[id_ % 10], id_
+        if id_ % 10 == 1:
+            assert after["d_arr"] == [POS_DAYS, NEG_DAYS] and after["ts_arr"] == [pos_ts, neg_ts]

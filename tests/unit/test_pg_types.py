@@ -1,6 +1,7 @@
 import base64
 import datetime as dt
 
+import orjson
 import pytest
 from hypothesis import given
 from hypothesis import strategies as st
@@ -147,7 +148,28 @@ def test_temporal_values_follow_time_precision_mode():
     assert convert(1184, "2021-07-08 07:27:08.5+00") == "2021-07-08T07:27:08.5Z"
     assert convert(1184, "2021-07-08 09:27:08+02") == "2021-07-08T07:27:08Z"
     assert convert(1266, "10:00:00+02") == "08:00:00Z"
-    assert convert(1114, "infinity") == temporal.POSITIVE_INFINITY_MS * 1000
+
+
+@pytest.mark.parametrize(
+    ("oid", "typmod", "mode", "positive", "negative"),
+    [
+        # Debezium: pgjdbc's DATE_(POSITIVE|NEGATIVE)_INFINITY read as microseconds, then per mode.
+        (1114, -1, "adaptive", 9_223_372_036_825_200_000, -9_223_372_036_832_400_000),  # MicroTimestamp
+        (1114, 6, "adaptive_time_microseconds", 9_223_372_036_825_200_000, -9_223_372_036_832_400_000),
+        (1114, 3, "adaptive", 9_223_372_036_825_200, -9_223_372_036_832_400),  # Timestamp (ms)
+        (1114, 3, "adaptive_time_microseconds", 9_223_372_036_825_200, -9_223_372_036_832_400),
+        (1114, -1, "connect", 9_223_372_036_825_200, -9_223_372_036_832_400),
+        # Date: -5877611-06-21 / -5877611-06-22 as epoch days, in every mode.
+        (1082, -1, "adaptive", -2_147_472_692, -2_147_472_691),
+        (1082, -1, "connect", -2_147_472_692, -2_147_472_691),
+        (1184, -1, "adaptive", "infinity", "-infinity"),  # ZonedTimestamp
+        (1184, -1, "connect", "infinity", "-infinity"),
+    ],
+)
+def test_infinite_dates_and_timestamps_are_debeziums_and_fit_json(oid, typmod, mode, positive, negative):
+    assert convert(oid, "infinity", typmod, time_precision=mode) == positive
+    assert convert(oid, "-infinity", typmod, time_precision=mode) == negative
+    assert orjson.loads(orjson.dumps([positive, negative])) == [positive, negative]  # was ~9.2e21: TypeError
 
 
 def test_intervals_numeric_and_string():
@@ -175,3 +197,8 @@ def test_unavailable_placeholders():
     assert unavailable_value(25, modes, TYPES.__getitem__) == UNAVAILABLE_VALUE
     assert unavailable_value(1009, modes, TYPES.__getitem__) == [UNAVAILABLE_VALUE]
     assert base64.b64decode(unavailable_value(17, modes, TYPES.__getitem__)) == UNAVAILABLE_VALUE.encode()
+
+
+def test_debeziums_infinite_dates_are_its_local_date_constants():
+    assert temporal.days_from_civil(-5877611, 6, 21) == temporal.POSITIVE_INFINITY_DAYS
+    assert temporal.days_from_civil(-5877611, 6, 22) == temporal.NEGATIVE_INFINITY_DAYS

@@ -7,9 +7,16 @@ from __future__ import annotations
 import re
 
 US_PER_DAY = 86_400_000_000
-#: pgjdbc's and Debezium's stand-ins for 'infinity' / '-infinity' dates and timestamps (ms).
-POSITIVE_INFINITY_MS = 9_223_372_036_825_200_000
-NEGATIVE_INFINITY_MS = -9_223_372_036_832_400_000
+#: Debezium's stand-ins for 'infinity' / '-infinity' timestamps: pgjdbc's DATE_POSITIVE_INFINITY /
+#: DATE_NEGATIVE_INFINITY (milliseconds there), which PostgresValueConverter reads as MICROseconds
+#: since the epoch (POSITIVE_INFINITY_INSTANT = toInstantFromMicros(...)). MicroTimestamp emits them
+#: as they are, Timestamp and Connect's Timestamp in milliseconds (/ 1000, exact): all fit an int64.
+POSITIVE_INFINITY_US = 9_223_372_036_825_200_000
+NEGATIVE_INFINITY_US = -9_223_372_036_832_400_000
+#: Debezium's 'infinity' / '-infinity' dates: POSITIVE_INFINITY_LOCAL_DATE = -5877611-06-21 and
+#: NEGATIVE_INFINITY_LOCAL_DATE = -5877611-06-22 as days since the epoch (int32, as Date is).
+POSITIVE_INFINITY_DAYS = -2_147_472_692
+NEGATIVE_INFINITY_DAYS = -2_147_472_691
 #: Debezium's MicroDuration: an average month.
 DAYS_PER_MONTH_AVG = 365.25 / 12
 

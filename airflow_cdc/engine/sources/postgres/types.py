@@ -150,18 +150,20 @@ def _date(text: str) -> int:
     if len(text) == 10:  # YYYY-MM-DD: the C parser
         return dt.date.fromisoformat(text).toordinal() - _EPOCH_ORDINAL
     if text == "infinity":
-        return temporal.POSITIVE_INFINITY_MS // 86_400_000
+        return temporal.POSITIVE_INFINITY_DAYS
     if text == "-infinity":
-        return temporal.NEGATIVE_INFINITY_MS // 86_400_000
+        return temporal.NEGATIVE_INFINITY_DAYS
     return temporal.parse_date(text)
 
 
 def _timestamp(divisor: int) -> Converter:
+    positive, negative = temporal.POSITIVE_INFINITY_US // divisor, temporal.NEGATIVE_INFINITY_US // divisor
+
     def convert(text: str) -> int:
         if text == "infinity":
-            return temporal.POSITIVE_INFINITY_MS * (1000 // divisor)
+            return positive
         if text == "-infinity":
-            return temporal.NEGATIVE_INFINITY_MS * (1000 // divisor)
+            return negative
         return temporal.parse_timestamp_us(text) // divisor
 
     return convert
