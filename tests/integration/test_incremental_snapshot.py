@@ -89,9 +89,18 @@ def replay(collector: Collector) -> dict[str, dict[str, Any]]:
     return apply([{"key": e["key"], "value": e["value"]} for e in collector.snapshot()])
 
 
-@pytest.mark.parametrize(("chunk", "strategy"), [(7, "insert_insert"), (100, "insert_delete"), (1024, "insert_insert")])
+@pytest.mark.parametrize(
+    ("chunk", "strategy", "readers"),
+    [
+        (7, "insert_insert", 1),
+        (100, "insert_delete", 1),
+        (1024, "insert_insert", 1),
+        (50, "insert_insert", 2),
+        (300, "insert_delete", 3),
+    ],
+)
 def test_snapshot_under_a_write_storm_converges_to_the_source(
-    pg_server: Any, pg_database: str, chunk: int, strategy: str
+    pg_server: Any, pg_database: str, chunk: int, strategy: str, readers: int
 ) -> None:
     dsn = pg_server.dsn(pg_database)
     setup(dsn, 3000)
@@ -100,7 +109,11 @@ def test_snapshot_under_a_write_storm_converges_to_the_source(
         config(
             pg_server,
             pg_database,
-            **{"incremental.snapshot.chunk.size": chunk, "incremental.snapshot.watermarking.strategy": strategy},
+            **{
+                "incremental.snapshot.chunk.size": chunk,
+                "incremental.snapshot.watermarking.strategy": strategy,
+                "incremental.snapshot.max.threads": readers,
+            },
         ),
         consumer=collector,
     )
@@ -117,6 +130,8 @@ def test_snapshot_under_a_write_storm_converges_to_the_source(
             raise AssertionError(image_diff(expected, replay(collector))) from None
     reads = [e for e in collector.snapshot() if e["value"] and e["value"]["op"] == "r"]
     assert reads and all(e["value"]["source"]["snapshot"] == "incremental" for e in reads)
+    keys = [e["key"]["id"] for e in reads]
+    assert len(keys) == len(set(keys))  # every row read once: no overlap between readers or chunks
     assert not collector.snapshot("shop.public.debezium_signal")  # signal rows are never emitted
 
 

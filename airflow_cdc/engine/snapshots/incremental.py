@@ -109,8 +109,9 @@ class ChunkSource(Protocol):
 
     def read_chunk(
         self, plan: TablePlan, after: tuple[str, ...] | None, upto: tuple[str, ...], limit: int
-    ) -> list[tuple[tuple[str, ...], SourceRecord]]:
-        """Up to ``limit`` rows with after < key <= upto, in key order: (chunk key, op=r record)."""
+    ) -> tuple[list[tuple[tuple[str, ...], SourceRecord]], bool]:
+        """About ``limit`` rows with after < key <= upto, in key order: (chunk key, op=r record);
+        and whether they are all there is up to ``upto`` (the table is done)."""
 
     def dedup_key(self, record: SourceRecord) -> Hashable:
         """The identity of a row, equal for its snapshot read and its streamed changes."""
@@ -119,6 +120,9 @@ class ChunkSource(Protocol):
 
     def write_watermark(self, window_id: str, kind: str) -> None:
         """Write an open or close watermark into the source's log."""
+
+    def close(self) -> None:
+        """Release reader connections."""
 
 
 class IncrementalSnapshot:
@@ -142,6 +146,7 @@ class IncrementalSnapshot:
         self._buffer: dict[Hashable, SourceRecord] = {}
         self._chunk_last: tuple[str, ...] | None = None
         self._chunk_count = 0
+        self._chunk_complete = False
         self._topic: str | None = None
 
     # -- state ---------------------------------------------------------------------------------
@@ -245,7 +250,7 @@ class IncrementalSnapshot:
         assert context.max_key is not None
         window = uuid.uuid4().hex
         self.source.write_watermark(window, "open")
-        chunk = self.source.read_chunk(plan, context.last_key, context.max_key, self.chunk_size)
+        chunk, self._chunk_complete = self.source.read_chunk(plan, context.last_key, context.max_key, self.chunk_size)
         self.source.write_watermark(window, "close")
         self.window_id, self.window_open = window, False
         self._topic = self.source.topic_of(plan.name)
@@ -283,9 +288,9 @@ class IncrementalSnapshot:
             rows=context.rows + emitted,
         )
         self.context = context
-        # The chunk reached the end point (keys are compared by the server; their text is equal
-        # only for the same key), or came back short: the table is done.
-        if last is None or emitted < self.chunk_size or last == context.max_key:
+        # The read says nothing is left, or the chunk reached the end point (keys are compared
+        # by the server; their text is equal only for the same key): the table is done.
+        if last is None or self._chunk_complete or last == context.max_key:
             self._table_done(SUCCEEDED if context.table_rows else EMPTY)
         else:
             self._progress()

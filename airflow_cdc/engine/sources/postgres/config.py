@@ -69,6 +69,13 @@ POSTGRES_CONFIG = ConfigDef(
         Field("signal.kafka.groupId", default="kafka-signal"),
         Field("incremental.snapshot.chunk.size", type="int", default=1024, minimum=1),
         Field(
+            "incremental.snapshot.max.threads",
+            type="int",
+            default=1,
+            minimum=1,
+            doc="Chunk readers per window: each reads a chunk of its own key range on its own connection.",
+        ),
+        Field(
             "incremental.snapshot.watermarking.strategy",
             default="insert_insert",
             choices=("insert_insert", "insert_delete"),

@@ -161,6 +161,8 @@ class PostgresTask(SourceTask):
                 strategy=s["incremental.snapshot.watermarking.strategy"],
                 read_only=s["read.only"],
                 position=lambda: self.builder.last_completed,
+                conninfo=self.conninfo,
+                threads=s["incremental.snapshot.max.threads"],
             ),
             signal_topic=topic(*self.signal_table) if self.signal_table else None,
             resume=offset,

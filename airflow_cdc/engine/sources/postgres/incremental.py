@@ -10,9 +10,11 @@ value is ever re-encoded on our side.
 from __future__ import annotations
 
 import contextlib
+import queue
 import re
 import time
 from collections.abc import Hashable, Iterator
+from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass
 from typing import Any
 
@@ -51,7 +53,12 @@ class PostgresChunkSource:
         strategy: str,
         read_only: bool,
         position: Any,
+        conninfo: str = "",
+        threads: int = 1,
     ) -> None:
+        self._conninfo, self._threads = conninfo, threads
+        self._readers: queue.Queue[psycopg.Connection[tuple[Any, ...]]] = queue.Queue()
+        self._executor: ThreadPoolExecutor | None = None
         self._conn = conn
         self._tables = tables
         self._server, self._database, self._partition = server, database, partition
@@ -144,8 +151,27 @@ class PostgresChunkSource:
 
     def read_chunk(
         self, plan: TablePlan, after: tuple[str, ...] | None, upto: tuple[str, ...], limit: int
-    ) -> list[tuple[tuple[str, ...], SourceRecord]]:
+    ) -> tuple[list[tuple[tuple[str, ...], SourceRecord]], bool]:
         table, schema = self._tables[plan.name]
+        if self._threads > 1 and limit >= 2 * self._threads:
+            rows, complete = self._read_parallel(plan, after, upto, limit)
+        else:
+            with self._read_only_txn() as conn:
+                rows = self._read_range(conn, plan, after, upto, limit)
+            complete = len(rows) < limit
+        return self._records(schema, len(table.columns), rows), complete
+
+    def _read_range(
+        self,
+        conn: psycopg.Connection[tuple[Any, ...]],
+        plan: TablePlan,
+        after: tuple[str, ...] | None,
+        upto: tuple[str, ...],
+        limit: int | None,
+    ) -> list[tuple[Any, ...]]:
+        """Rows with after < key <= upto in key order (at most ``limit``), as text, each followed
+        by its key's text."""
+        table, _ = self._tables[plan.name]
         key = self._key(plan)
         captured = sql.SQL(", ").join(sql.Identifier(name) for name, _, _ in table.columns)
         keys = sql.SQL(", ").join(
@@ -155,16 +181,95 @@ class PostgresChunkSource:
         order = sql.SQL(", ").join(
             sql.SQL("{}.{}").format(self._ident(plan.name), sql.Identifier(c)) for c in key.columns
         )
-        query = sql.SQL("select {}, {} from {}{} order by {} limit {}").format(
-            captured, keys, self._ident(plan.name), self._where(plan, after), order, sql.Literal(limit)
+        query = sql.SQL("select {}, {} from {}{} order by {}{}").format(
+            captured,
+            keys,
+            self._ident(plan.name),
+            self._where(plan, after),
+            order,
+            sql.SQL("") if limit is None else sql.SQL(" limit {}").format(sql.Literal(limit)),
         )
-        params = [*(after or ()), *upto]
+        cursor = conn.cursor()
+        for _, type_oid, _ in table.columns:
+            cursor.adapters.register_loader(type_oid, TextLoader)  # the stream's text, one set of converters
+        return cursor.execute(query, [*(after or ()), *upto]).fetchall()
+
+    def _read_parallel(
+        self, plan: TablePlan, after: tuple[str, ...] | None, upto: tuple[str, ...], limit: int
+    ) -> tuple[list[tuple[Any, ...]], bool]:
+        """``incremental.snapshot.max.threads``: split the window's rows into key ranges (one
+        index scan for the boundaries) and read the ranges on several connections at once. All
+        reads still happen between the window's watermarks, so the dedup rule holds."""
+        key = self._key(plan)
+        per_reader = -(-limit // self._threads)
+        columns = sql.SQL(", ").join(sql.Identifier(c) for c in key.columns)
+        texts = sql.SQL(", ").join(sql.SQL("{}::text").format(sql.Identifier(c)) for c in key.columns)
+        table = self._ident(plan.name)
+        order = sql.SQL(", ").join(sql.SQL("{}.{}").format(table, sql.Identifier(c)) for c in key.columns)
+        boundaries_query = sql.SQL(
+            "select * from (select {texts}, row_number() over (order by {columns}) as n from "
+            "(select {columns} from {table}{where} order by {order} limit {limit}) keys) numbered "
+            "where mod(n, {per}) = 0"
+        ).format(
+            texts=texts,
+            order=order,
+            columns=columns,
+            table=table,
+            where=self._where(plan, after),
+            limit=sql.Literal(limit),
+            per=sql.Literal(per_reader),
+        )
         with self._read_only_txn() as conn:
-            cursor = conn.cursor()
-            for _, type_oid, _ in table.columns:
-                cursor.adapters.register_loader(type_oid, TextLoader)  # the stream's text, one set of converters
-            rows = cursor.execute(query, params).fetchall()
-        width = len(table.columns)
+            bounds = [tuple(row[:-1]) for row in conn.execute(boundaries_query, [*(after or ()), *upto])]
+        # Ranges between boundaries are read whole (rows inserted there meanwhile included: no
+        # gap); only the last range is limited, and where it stops the next window begins.
+        inner = bounds[: self._threads - 1]
+        starts: list[tuple[str, ...] | None] = [after, *inner]
+        ends: list[tuple[str, ...]] = [*inner, upto]
+        jobs = [
+            (start, end, None if i < len(inner) else per_reader)
+            for i, (start, end) in enumerate(zip(starts, ends, strict=True))
+        ]
+        futures = [self._pool().submit(self._read_on_own_connection, plan, *job) for job in jobs]
+        parts = [future.result() for future in futures]
+        rows = [row for part in parts for row in part]
+        return rows, len(parts[-1]) < per_reader
+
+    def _read_on_own_connection(
+        self, plan: TablePlan, after: tuple[str, ...] | None, upto: tuple[str, ...], limit: int | None
+    ) -> list[tuple[Any, ...]]:
+        conn = self._reader_connection()
+        try:
+            with conn.transaction():
+                conn.execute("set transaction read only")
+                return self._read_range(conn, plan, after, upto, limit)
+        finally:
+            self._readers.put(conn)
+
+    def _reader_connection(self) -> psycopg.Connection[tuple[Any, ...]]:
+        try:
+            return self._readers.get_nowait()
+        except queue.Empty:
+            return psycopg.connect(self._conninfo, autocommit=True)
+
+    def _pool(self) -> ThreadPoolExecutor:
+        if self._executor is None:
+            self._executor = ThreadPoolExecutor(self._threads, thread_name_prefix="cdc-chunk-reader")
+        return self._executor
+
+    def close(self) -> None:
+        if self._executor is not None:
+            self._executor.shutdown(wait=True)
+            self._executor = None
+        while True:
+            try:
+                self._readers.get_nowait().close()
+            except queue.Empty:
+                return
+
+    def _records(
+        self, schema: TableSchema, width: int, rows: list[tuple[Any, ...]]
+    ) -> list[tuple[tuple[str, ...], SourceRecord]]:
         now = time.time_ns()
         source = source_info(
             connector=CONNECTOR,

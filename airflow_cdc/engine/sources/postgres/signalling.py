@@ -66,7 +66,8 @@ class Signalling:
             source,
             self.bus,
             context.engine_name,
-            settings["incremental.snapshot.chunk.size"],
+            # Several readers read a chunk each within one window.
+            settings["incremental.snapshot.chunk.size"] * settings["incremental.snapshot.max.threads"],
             SnapshotContext.from_offset(resume),
         )
         self.channels = self._channels(settings, context)
@@ -283,6 +284,7 @@ class Signalling:
         return {"snapshot_rows_scanned": context.rows, "snapshot_total_rows": max(context.estimated_rows, context.rows)}
 
     def close(self) -> None:
+        self.snapshot.source.close()
         channels, self.channels = self.channels, []  # closing twice is harmless
         for channel in channels:
             if not isinstance(channel, InProcessChannel):  # the api channel is the engine's
