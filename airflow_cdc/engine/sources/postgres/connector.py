@@ -163,6 +163,8 @@ class PostgresTask(SourceTask):
                 position=lambda: self.builder.last_completed,
                 conninfo=self.conninfo,
                 threads=s["incremental.snapshot.max.threads"],
+                modes=self.modes,
+                lookup=self.catalog.type,
             ),
             signal_topic=topic(*self.signal_table) if self.signal_table else None,
             resume=offset,

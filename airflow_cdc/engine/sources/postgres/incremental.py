@@ -13,7 +13,7 @@ import contextlib
 import queue
 import re
 import time
-from collections.abc import Hashable, Iterator
+from collections.abc import Callable, Hashable, Iterator
 from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass
 from typing import Any
@@ -28,6 +28,8 @@ from airflow_cdc.engine.signals.signal import WINDOW_CLOSE, WINDOW_OPEN, SignalE
 from airflow_cdc.engine.snapshots.incremental import NO_PRIMARY_KEY, UNKNOWN_SCHEMA, TablePlan
 from airflow_cdc.engine.sources.postgres.catalog import TableColumns
 from airflow_cdc.engine.sources.postgres.changes import CONNECTOR, TableSchema
+from airflow_cdc.engine.sources.postgres.snapshot_columns import SnapshotColumns, plan_columns
+from airflow_cdc.engine.sources.postgres.types import TypeInfo, ValueModes
 
 #: The prefix of read-only mode's watermark messages (pg_logical_emit_message).
 WATERMARK_PREFIX = "airflow-cdc-watermark"
@@ -55,7 +57,12 @@ class PostgresChunkSource:
         position: Any,
         conninfo: str = "",
         threads: int = 1,
+        modes: ValueModes | None = None,
+        lookup: Callable[[int], TypeInfo] | None = None,
     ) -> None:
+        self._modes, self._lookup = modes, lookup
+        self._columns: dict[str, SnapshotColumns] = {}
+        self._iso_utc: bool | None = None
         self._conninfo, self._threads = conninfo, threads
         self._readers: queue.Queue[psycopg.Connection[tuple[Any, ...]]] = queue.Queue()
         self._executor: ThreadPoolExecutor | None = None
@@ -152,14 +159,15 @@ class PostgresChunkSource:
     def read_chunk(
         self, plan: TablePlan, after: tuple[str, ...] | None, upto: tuple[str, ...], limit: int
     ) -> tuple[list[tuple[tuple[str, ...], SourceRecord]], bool]:
-        table, schema = self._tables[plan.name]
+        _, schema = self._tables[plan.name]
         if self._threads > 1 and limit >= 2 * self._threads:
             rows, complete = self._read_parallel(plan, after, upto, limit)
         else:
             with self._read_only_txn() as conn:
                 rows = self._read_range(conn, plan, after, upto, limit)
             complete = len(rows) < limit
-        return self._records(schema, len(table.columns), rows), complete
+        columns = self._select_list(plan.name)
+        return self._records(schema, columns, rows), complete
 
     def _read_range(
         self,
@@ -171,9 +179,9 @@ class PostgresChunkSource:
     ) -> list[tuple[Any, ...]]:
         """Rows with after < key <= upto in key order (at most ``limit``), as text, each followed
         by its key's text."""
-        table, _ = self._tables[plan.name]
+        columns = self._select_list(plan.name)
         key = self._key(plan)
-        captured = sql.SQL(", ").join(sql.Identifier(name) for name, _, _ in table.columns)
+        captured = sql.SQL(", ").join(columns.expressions)
         keys = sql.SQL(", ").join(
             sql.SQL("{}::text as {}").format(sql.Identifier(c), sql.Identifier(f"__cdc_key_{i}"))
             for i, c in enumerate(key.columns)
@@ -190,9 +198,22 @@ class PostgresChunkSource:
             sql.SQL("") if limit is None else sql.SQL(" limit {}").format(sql.Literal(limit)),
         )
         cursor = conn.cursor()
-        for _, type_oid, _ in table.columns:
+        for type_oid in columns.text_oids:
             cursor.adapters.register_loader(type_oid, TextLoader)  # the stream's text, one set of converters
         return cursor.execute(query, [*(after or ()), *upto]).fetchall()
+
+    def _select_list(self, table: str) -> SnapshotColumns:
+        """The initial snapshot's column plan: values the server computes exactly as the text
+        converters would, the rest as text (snapshot_columns.py)."""
+        columns = self._columns.get(table)
+        if columns is None:
+            if self._iso_utc is None:
+                row = self._conn.execute("select current_setting('DateStyle'), current_setting('TimeZone')").fetchone()
+                self._iso_utc = row is not None and row[0].startswith("ISO") and row[1] == "UTC"
+            described, schema = self._tables[table]
+            columns = plan_columns(described, schema, self._modes, self._lookup, temporal_text=self._iso_utc)
+            self._columns[table] = columns
+        return columns
 
     def _read_parallel(
         self, plan: TablePlan, after: tuple[str, ...] | None, upto: tuple[str, ...], limit: int
@@ -268,8 +289,9 @@ class PostgresChunkSource:
                 return
 
     def _records(
-        self, schema: TableSchema, width: int, rows: list[tuple[Any, ...]]
+        self, schema: TableSchema, columns: SnapshotColumns, rows: list[tuple[Any, ...]]
     ) -> list[tuple[tuple[str, ...], SourceRecord]]:
+        width, after_of, key_of = len(columns.expressions), columns.row_builder(schema), schema.key_of
         now = time.time_ns()
         source = source_info(
             connector=CONNECTOR,
@@ -286,7 +308,7 @@ class PostgresChunkSource:
         )
         out = []
         for row in rows:
-            after_row = schema.row(row[:width])
+            after_row = after_of(row)
             value = {
                 "before": None,
                 "after": after_row,
@@ -297,7 +319,7 @@ class PostgresChunkSource:
                 "ts_us": now // 1_000,
                 "ts_ns": now,
             }
-            record = SourceRecord(schema.topic, schema.key_of(after_row), value, self._partition, {}, now // 1_000_000)
+            record = SourceRecord(schema.topic, key_of(after_row), value, self._partition, {}, now // 1_000_000)
             out.append((tuple(row[width:]), record))
         return out
 

@@ -150,7 +150,7 @@ class Signalling:
             return []
         # The rows carry the offset before the chunk (offset_extra is not yet updated), so a
         # crash before all of them are delivered reads the chunk again.
-        out = [r.replace(offset=offset) for r in rows]
+        out = [SourceRecord(r.topic, r.key, r.value, r.partition, offset, r.timestamp_ms) for r in rows]
         self._sync_offsets()
         return out
 
