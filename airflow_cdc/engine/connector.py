@@ -70,6 +70,10 @@ class SourceTask(abc.ABC):
     def stop(self) -> None:
         """Release connections. Must also work after a ``start`` that failed half-way."""
 
+    def idle(self) -> None:  # noqa: B027 - optional hook
+        """Called instead of poll() while the engine is paused: keep connections alive (a
+        replication stream must still answer the server)."""
+
     def metrics(self) -> dict[str, float]:
         """Source-side figures for status and metrics, e.g. ``lag_bytes`` (newest source
         position seen minus the committed one) or ``snapshot_rows_scanned``. Called from other

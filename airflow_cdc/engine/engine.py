@@ -308,10 +308,25 @@ class Engine:
     def error(self) -> BaseException | None:
         return self._error
 
+    def pause(self) -> None:
+        """Stop polling the source (Kafka Connect's pause); what is in flight is still delivered
+        and committed, connections stay open. The source's log is retained meanwhile."""
+        for runner in self._runners:
+            runner.paused.set()
+
+    def resume(self) -> None:
+        for runner in self._runners:
+            runner.paused.clear()
+
+    @property
+    def paused(self) -> bool:
+        return bool(self._runners) and all(r.paused.is_set() for r in self._runners)
+
     def status(self) -> dict[str, Any]:
         return {
             "name": self.name,
             "state": self.state.value,
+            "paused": self.paused,
             "tasks": [runner.status() for runner in self._runners],
             "error": None if self._error is None else str(self._error),
         }

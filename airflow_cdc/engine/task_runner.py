@@ -47,6 +47,9 @@ class TaskRunner:
         self._on_failure = on_failure
         self._clock = clock
         self._go = threading.Event()
+        #: Set while paused (Kafka Connect's pause): no polling, commits and keep-alives go on.
+        self.paused = threading.Event()
+        self.idling = False
         self.started = threading.Event()  # set when start() returned or raised
         self.start_error: BaseException | None = None
         self.error: BaseException | None = None
@@ -89,6 +92,13 @@ class TaskRunner:
     def _poll_until_stopped(self) -> None:
         try:
             while not self._stop.is_set():
+                if self.paused.is_set():
+                    self.idling = True  # the pause has taken effect: no poll is under way
+                    self.task.idle()
+                    self.maybe_commit()
+                    self._stop.event.wait(0.1)
+                    continue
+                self.idling = False
                 if self.tracker.pending() > self._max_pending:
                     # Back-pressure: a sink holds too many unacknowledged records.
                     self.tracker.wait_for_pending_at_most(self._max_pending, 0.1)
@@ -169,6 +179,7 @@ class TaskRunner:
     def status(self) -> dict[str, Any]:
         return {
             "id": self.task_id,
+            "paused": self.idling,
             "polled": self.polled,
             "pending": self.tracker.pending(),
             "committed_records": self._committed_seq,

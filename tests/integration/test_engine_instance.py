@@ -332,3 +332,46 @@ def test_stop_through_the_api_ends_stopped_with_the_slot_inactive(
     assert exit_code == [0]
     assert read_status(instance.directory)["state"] == "STOPPED"  # type: ignore[index]
     assert not slot_active(pg_server, pg_database)
+
+
+def test_pause_and_resume_through_connect_routes(tmp_path: Path, pg_server: Any, pg_database: str) -> None:
+    dsn = pg_server.dsn(pg_database)
+    with psycopg.connect(dsn, autocommit=True) as conn:
+        create_load_table(conn, 10)
+    props = load_config_file(pg_instance_config(tmp_path, pg_server, pg_database))
+    instance = EngineInstance({**props, "api.token": "t0k"})
+    thread = threading.Thread(target=instance.run)
+    thread.start()
+    try:
+        wait_until(lambda: (read_status(instance.directory) or {}).get("state") == "POLLING_TASKS", 30, "polling")
+        wait_until(lambda: slot_active(pg_server, pg_database), 30, "streaming")
+        base = str(read_status(instance.directory)["api"])  # type: ignore[index]
+        connector = f"{base}/connectors/pg-instance"
+        assert get(connector + "/pause", token="t0k", method="PUT")[0] == 202
+        assert get(connector + "/status", token="t0k")[1]["connector"]["state"] == "PAUSED"
+        wait_until(lambda: instance.engine.tasks[0].status()["paused"], 30, "the pause taken effect")
+        polled = instance.engine.tasks[0].status()["polled"]
+        with psycopg.connect(dsn, autocommit=True) as conn:
+            conn.execute("insert into t values (11, 'while paused', 11)")
+            lsn = conn.execute("select pg_current_wal_lsn()").fetchone()[0]  # type: ignore[index]
+
+            def sent() -> bool:  # the server has sent the change: it waits in our socket, unread
+                row = conn.execute(
+                    "select sent_lsn >= %s::pg_lsn from pg_stat_replication "
+                    "where application_name like 'airflow-cdc-%%'",
+                    (lsn,),
+                ).fetchone()
+                return bool(row and row[0])
+
+            wait_until(sent, 30, "the change sent by the server")
+        assert instance.engine.tasks[0].status()["polled"] == polled  # ... and not polled while paused
+        assert get(connector + "/resume", token="t0k", method="PUT")[0] == 202
+        wait_until(
+            lambda: any(e["key"] == {"id": 11} for e in changelog_events(tmp_path / "state" / "changelog")),
+            30,
+            "delivered after resume",
+        )
+        assert get(connector + "/status", token="t0k")[1]["connector"]["state"] == "RUNNING"
+    finally:
+        instance.request_stop()
+        thread.join(60)

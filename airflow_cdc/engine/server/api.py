@@ -66,6 +66,8 @@ class ControlApi:
             ("GET", "/status"): instance.status,
             ("GET", "/offsets"): lambda: {"offsets": instance.offsets()},
             ("POST", "/stop"): self._stop,
+            ("POST", "/pause"): self._pause,
+            ("POST", "/resume"): self._resume,
             ("POST", "/signals"): lambda: self._signal(body),
             ("GET", "/notifications"): lambda: self._notifications(query),
             ("GET", "/connectors"): lambda: [instance.name],
@@ -75,6 +77,8 @@ class ControlApi:
             ("PATCH", connector + "/offsets"): self._offsets_refused,
             ("DELETE", connector + "/offsets"): self._offsets_refused,
             ("PUT", connector + "/stop"): self._stop,
+            ("PUT", connector + "/pause"): self._pause,
+            ("PUT", connector + "/resume"): self._resume,
         }
         handler = routes.get((method, path))
         if handler is None:
@@ -121,6 +125,14 @@ class ControlApi:
         self.instance.request_stop()
         return {"name": self.instance.name, "state": "STOPPING"}
 
+    def _pause(self) -> dict[str, Any]:
+        self.instance.engine.pause()
+        return {"name": self.instance.name, "state": "PAUSED"}
+
+    def _resume(self) -> dict[str, Any]:
+        self.instance.engine.resume()
+        return {"name": self.instance.name, "state": "RUNNING"}
+
     def _connector_info(self) -> dict[str, Any]:
         status = self.instance.status()
         return {
@@ -133,12 +145,12 @@ class ControlApi:
     def _connect_status(self) -> dict[str, Any]:
         """Kafka Connect's status document (RUNNING, FAILED, ...)."""
         status = self.instance.status()
-        state = _connect_state(status["state"], status["error"])
+        state = _connect_state(status["state"], status["error"], status["paused"])
         worker = f"{self.url.removeprefix('http://')}"
         tasks = [
             {
                 "id": i,
-                "state": "FAILED" if task.get("error") else state,
+                "state": "FAILED" if task.get("error") else ("PAUSED" if task.get("paused") else state),
                 "worker_id": worker,
                 **({"trace": task["error"]} if task.get("error") else {}),
             }
@@ -150,9 +162,11 @@ class ControlApi:
         return {"name": self.instance.name, "connector": connector, "tasks": tasks, "type": "source"}
 
 
-def _connect_state(engine_state: str, error: str | None) -> str:
+def _connect_state(engine_state: str, error: str | None, paused: bool = False) -> str:
     if error:
         return "FAILED"
+    if paused and engine_state == "POLLING_TASKS":
+        return "PAUSED"
     if engine_state in ("STOPPING", "STOPPED"):
         return "STOPPED"
     if engine_state == "POLLING_TASKS":

@@ -233,6 +233,7 @@ class EngineInstance:
         return {
             "name": self.name,
             "state": engine["state"],
+            "paused": engine["paused"],
             "pid": os.getpid(),
             "started_at": self.started_at,
             "uptime_s": round(time.time() - self.started_at, 3),

@@ -16,7 +16,7 @@ def _op(summary: str, response: str = "OK", *, public: bool = False) -> dict[str
     return operation
 
 
-_ACCEPTED = {"202": {"description": "stop requested"}, "401": {"description": "missing or wrong bearer token"}}
+_ACCEPTED = {"202": {"description": "requested"}, "401": {"description": "missing or wrong bearer token"}}
 
 _CONFLICT = {"409": {"description": "the instance is running"}}
 
@@ -36,6 +36,12 @@ OPENAPI: dict[str, Any] = {
         "/offsets": {"get": _op("Committed offsets: {offsets: [{partition, offset}]}")},
         "/metrics": {"get": _op("Prometheus metrics (text exposition format)")},
         "/stop": {"post": {"summary": "Stop the instance gracefully", "responses": _ACCEPTED}},
+        "/pause": {
+            "post": {"summary": "Stop polling the source; deliveries and commits go on", "responses": _ACCEPTED}
+        },
+        "/resume": {"post": {"summary": "Poll the source again", "responses": _ACCEPTED}},
+        "/connectors/{name}/pause": {"put": {"summary": "Kafka Connect: pause", "responses": _ACCEPTED}},
+        "/connectors/{name}/resume": {"put": {"summary": "Kafka Connect: resume", "responses": _ACCEPTED}},
         "/signals": {
             "post": {
                 "summary": "Send a signal (Debezium's shape): {id?, type, data}",

@@ -359,6 +359,10 @@ class PostgresTask(SourceTask):
             if isinstance(flushed, int) and not offset.get("snapshot"):
                 self.stream.confirm(flushed)
 
+    def idle(self) -> None:
+        if self.stream is not None:
+            self.stream.keep_alive()
+
     def metrics(self) -> dict[str, float]:
         out: dict[str, float] = {}
         stream, snapshot = self.stream, self.snapshot
