@@ -12,12 +12,12 @@ table: ~200 transactions/s, each one insert of a new row and one update of a ran
 so windows see real changes to deduplicate and the stream carries them too.
 
 Measured: ``op=r`` rows delivered per second, from the snapshot's STARTED notification to the last
-``op=r`` row reaching the consumer, for ``incremental.snapshot.chunk.size`` 1024 and 8192, each at
-two table sizes; peak RSS of each child (it must not grow with the table). The JSON ``ratio`` is
-the best chunk size's rate at the large size over COPY's.
+``op=r`` row reaching the consumer, for each setting, at two table sizes; peak RSS of each child
+(it must not grow with the table). The JSON ``ratio`` is the best setting's rate at the large size
+over COPY's.
 
-One reader only: ``incremental.snapshot.max.threads`` (parallel chunk readers) is not implemented
-by the engine yet. The last line is one JSON object.
+Settings: chunk size 1024 and 8192, each with 1 and 2 chunk readers
+(``incremental.snapshot.max.threads``). The last line is one JSON object.
 """
 
 from __future__ import annotations
@@ -39,7 +39,8 @@ from airflow_cdc.engine.testing import wait_until
 from airflow_cdc.local.postgres import PostgresServer
 from bench.pg_snapshot import FILL, fill, psql_copy
 
-CHUNK_SIZES = (1024, 8192)
+#: (incremental.snapshot.chunk.size, incremental.snapshot.max.threads)
+SETTINGS = ((1024, 1), (8192, 1), (1024, 2), (8192, 2))
 LOAD_TX_PER_S = 200
 SIGNAL_DDL = "create table debezium_signal (id varchar(42) primary key, type varchar(32) not null, data varchar(2048))"
 
@@ -118,6 +119,7 @@ def child(args: argparse.Namespace) -> None:
             "snapshot.mode": "no_data",
             "signal.data.collection": "public.debezium_signal",
             "incremental.snapshot.chunk.size": args.chunk,
+            "incremental.snapshot.max.threads": args.readers,
             "offset.storage": "memory",
             "heartbeat.interval.ms": 0,
         },
@@ -164,8 +166,8 @@ def child(args: argparse.Namespace) -> None:
     )
 
 
-def engine_snapshot(server: PostgresServer, database: str, rows: int, chunk: int) -> dict[str, float]:
-    slot = f"incr_{database}_{chunk}"
+def engine_snapshot(server: PostgresServer, database: str, rows: int, chunk: int, readers: int) -> dict[str, float]:
+    slot = f"incr_{database}_{chunk}_{readers}"
     with WriteLoad(server, database, _max_id(server, database) + 1) as load:
         out = subprocess.run(
             [
@@ -184,6 +186,8 @@ def engine_snapshot(server: PostgresServer, database: str, rows: int, chunk: int
                 slot,
                 "--chunk",
                 str(chunk),
+                "--readers",
+                str(readers),
             ],
             capture_output=True,
             text=True,
@@ -210,12 +214,13 @@ def main() -> None:
         parser.add_argument(f"--{name}", help=argparse.SUPPRESS)
     parser.add_argument("--port", type=int, help=argparse.SUPPRESS)
     parser.add_argument("--chunk", type=int, help=argparse.SUPPRESS)
+    parser.add_argument("--readers", type=int, default=1, help=argparse.SUPPRESS)
     args = parser.parse_args()
     if args.child:
         child(args)
         return
     small, large = (50_000, 200_000) if args.quick else (250_000, 1_000_000)
-    runs: dict[int, dict[int, dict[str, float]]] = {}
+    runs: dict[str, dict[int, dict[str, float]]] = {}
     with PostgresServer() as server:
         for database, rows in (("small", small), ("large", large)):
             fill(server, database, rows)
@@ -223,20 +228,20 @@ def main() -> None:
                 conn.execute(SIGNAL_DDL)
         psql_copy(server, "large")  # warm the cache for both sides
         copy_s = psql_copy(server, "large")
-        for chunk in CHUNK_SIZES:
-            runs[chunk] = {
-                rows: engine_snapshot(server, database, rows, chunk)
+        for chunk, readers in SETTINGS:
+            runs[f"{chunk}x{readers}"] = {
+                rows: engine_snapshot(server, database, rows, chunk, readers)
                 for database, rows in (("small", small), ("large", large))
             }
     base_rate = large / copy_s
     print(f"psql COPY: {large} rows in {copy_s:.2f}s = {base_rate:,.0f} rows/s")
     rates = {}
-    for chunk, by_size in runs.items():
+    for setting, by_size in runs.items():
         run = by_size[large]
-        rates[chunk] = run["rows"] / run["seconds"]
+        rates[setting] = run["rows"] / run["seconds"]
         print(
-            f"chunk {chunk:5}: {run['rows']} rows in {run['seconds']:.2f}s = {rates[chunk]:,.0f} rows/s "
-            f"(ratio {rates[chunk] / base_rate:.3f}; {run['scanned']} scanned, {run['changes']} streamed changes, "
+            f"chunk x readers {setting:>7}: {run['rows']} rows in {run['seconds']:.2f}s = {rates[setting]:,.0f} rows/s "
+            f"(ratio {rates[setting] / base_rate:.3f}; {run['scanned']} scanned, {run['changes']} streamed changes, "
             f"load {run['load_tx_per_s']:.0f} tx/s); peak RSS {by_size[small]['peak_rss_mb']:.0f} MB at {small} rows, "
             f"{run['peak_rss_mb']:.0f} MB at {large}"
         )
@@ -246,19 +251,19 @@ def main() -> None:
             {
                 "benchmark": "incremental_snapshot",
                 "rows": large,
-                "readers": 1,
-                "best_chunk_size": best,
+                "best_chunk_size": int(best.split("x")[0]),
+                "best_readers": int(best.split("x")[1]),
                 "events_per_s": round(rates[best]),
                 "baseline_events_per_s": round(base_rate),
                 "baseline": "psql COPY",
                 "ratio": round(rates[best] / base_rate, 3),
-                "by_chunk_size": {
-                    str(chunk): {
-                        "events_per_s": round(rates[chunk]),
-                        "ratio": round(rates[chunk] / base_rate, 3),
-                        "peak_rss_mb": {str(rows): round(run["peak_rss_mb"]) for rows, run in runs[chunk].items()},
+                "by_setting": {
+                    setting: {
+                        "events_per_s": round(rates[setting]),
+                        "ratio": round(rates[setting] / base_rate, 3),
+                        "peak_rss_mb": {str(rows): round(run["peak_rss_mb"]) for rows, run in runs[setting].items()},
                     }
-                    for chunk in runs
+                    for setting in runs
                 },
                 "load_tx_per_s": round(min(run["load_tx_per_s"] for by in runs.values() for run in by.values())),
             }

@@ -171,6 +171,7 @@ class PostgresTask(SourceTask):
             begin_blocking=self._begin_blocking_snapshot,
         )
         self._blocking: str | None = None  # the signal id of a running blocking snapshot
+        self._backlog: list[SourceRecord] = []  # records polled but not yet handed over
         self.stream = ReplicationStream.connect(self.conninfo)
         self._position(offset, tables)
         self._last_activity = time.monotonic()
@@ -305,6 +306,8 @@ class PostgresTask(SourceTask):
 
     def _poll_stream(self) -> list[SourceRecord]:
         assert self.stream is not None
+        if self._backlog:
+            return self._from_backlog([])
         records: list[SourceRecord] = []
         deadline = time.monotonic() + self.settings["poll.interval.ms"] / 1000
         limit = min(self.settings["max.batch.size"], POLL_BATCH)
@@ -327,7 +330,15 @@ class PostgresTask(SourceTask):
         if any(r.topic for r in records):
             self._last_activity = time.monotonic()
         self._maybe_heartbeat()
-        return records
+        return self._from_backlog(records) if len(records) > SNAPSHOT_BATCH else records
+
+    def _from_backlog(self, records: list[SourceRecord]) -> list[SourceRecord]:
+        """A released snapshot chunk is thousands of records: hand them over a batch at a time,
+        in order (big batches cost more per record than they save, see SNAPSHOT_BATCH)."""
+        self._backlog.extend(records)
+        batch = self._backlog[:SNAPSHOT_BATCH]
+        del self._backlog[:SNAPSHOT_BATCH]
+        return batch
 
     def _keepalive_may_advance(self, wal_end: int) -> bool:
         # Between transactions, the server's WAL end is a safe flush position: whatever is still
