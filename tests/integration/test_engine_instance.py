@@ -10,6 +10,7 @@ import sys
 import threading
 import urllib.error
 import urllib.request
+from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
 
@@ -24,6 +25,13 @@ from airflow_cdc.engine.testing import wait_until
 from tests.integration.pg_support import WriteLoad, apply, create_load_table, image_diff, source_image
 
 pytestmark = pytest.mark.integration
+
+
+@pytest.fixture(autouse=True)
+def no_instance_left_running(tmp_path: Path) -> Iterator[None]:
+    """A detached instance outlives a failed test (it has its own session): stop it here."""
+    yield
+    control.stop({"state.dir": str(tmp_path / "state")}, timeout=30)
 
 
 def cli(*args: str, timeout: float = 180) -> subprocess.CompletedProcess[str]:

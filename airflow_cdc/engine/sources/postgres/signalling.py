@@ -61,7 +61,6 @@ class Signalling:
         self.connector_name = context.engine_name
         self.signal_topic = signal_topic
         self.strategy = settings["incremental.snapshot.watermarking.strategy"]
-        self.read_only = settings["read.only"] or signal_topic is None
         self.snapshot = IncrementalSnapshot(
             source,
             self.bus,
@@ -99,7 +98,7 @@ class Signalling:
     @property
     def watching(self) -> bool:
         """Records must pass through :meth:`watch` (a signal table, or a window to dedupe)."""
-        return self.signal_topic is not None or self.read_only or self.snapshot.window_id is not None
+        return self.signal_topic is not None or self.snapshot.window_id is not None
 
     # -- the stream ------------------------------------------------------------------------------
     def watch(self, records: list[SourceRecord]) -> list[SourceRecord]:
@@ -120,8 +119,8 @@ class Signalling:
     def on_message(self, message: pgoutput.Message) -> list[SourceRecord]:
         """A read-only watermark: passed on as a record, so :meth:`watch` meets it in stream
         order (the changes before it in the same poll must not be deduplicated against it)."""
-        if message.prefix != WATERMARK_PREFIX:
-            return []
+        if message.prefix != WATERMARK_PREFIX or self.snapshot.window_id is None:
+            return []  # another client's message, or a window from before a restart
         kind, _, window = message.content.decode(errors="replace").partition(":")
         offset = self.builder.offset(message.lsn)
         return [SourceRecord(WATERMARK_TOPIC, None, (window, kind), self.builder.partition, offset)]
