@@ -57,6 +57,10 @@ class Target:
                     f"op={event['op']} after={orjson.dumps(event['after']).decode()}\n"
                 )
 
+    def forget(self, table: str) -> None:
+        with self.lock:
+            self.rows[table].clear()
+
     def count(self, op: str) -> int:
         with self.lock:
             return self.ops.get(op, 0)
@@ -100,6 +104,11 @@ def _writes(conn: psycopg.Connection[Any], rng: random.Random, count: int, next_
                 conn.execute("update customers set vip = not coalesce(vip, false) where id = %s", (customer,))
             else:
                 conn.execute("delete from orders where id = %s", (rng.randint(1, next_id[0]),))
+
+
+def _notification(engine: Engine, signal_id: str, kind: str) -> dict[str, Any] | None:
+    items, _ = engine.notifications.since(0)
+    return next((n for n in items if n["id"] == signal_id and n["type"] == kind), None)
 
 
 def _engine(server: PostgresServer, state: Path, target: Target) -> Engine:
@@ -155,7 +164,19 @@ def run_demo(*, writes: int = 600, show: int = 4, out: TextIO = sys.stdout) -> d
             f"== {writes // 2} more transactions while the engine is down; engine run 2 resumes from "
             "its committed offsets\n"
         )
-        with EngineRunner(_engine(server, state, target)):
+        engine = _engine(server, state, target)
+        with EngineRunner(engine):
+            wait_until(lambda: target.matches(_source_rows(conn)), 60, "target equals source")
+            out.write("   caught up; now the target loses its orders, and an incremental snapshot refills them\n")
+            target.forget("orders")
+            signal_id = engine.signals.send("execute-snapshot", {"data-collections": ["public.orders"]})
+            _writes(conn, rng, writes // 4, next_id)  # writes go on while the snapshot reads
+            wait_until(lambda: _notification(engine, signal_id, "COMPLETED"), 60, "the incremental snapshot")
+            scanned = _notification(engine, signal_id, "TABLE_SCAN_COMPLETED") or {"additional_data": {}}
+            out.write(
+                f"   incremental snapshot COMPLETED: {scanned['additional_data'].get('total_rows_scanned')} rows "
+                "read in watermarked chunks while streaming went on\n"
+            )
             wait_until(lambda: target.matches(_source_rows(conn)), 60, "target equals source")
         source = _source_rows(conn)
         conn.close()
