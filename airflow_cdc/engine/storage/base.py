@@ -7,6 +7,7 @@ or topic written here can be read by tools that understand Connect offsets, and 
 from __future__ import annotations
 
 import abc
+import threading
 from collections.abc import Iterable, Mapping
 from typing import Any
 
@@ -93,3 +94,22 @@ class OffsetReader:
 
     def offsets(self, partitions: Iterable[Partition]) -> dict[str, Mapping[str, Any] | None]:
         return {orjson.dumps(p, option=orjson.OPT_SORT_KEYS).decode(): self._store.read(p) for p in partitions}
+
+
+class CachedOffsetStore(OffsetStore):
+    """A store that holds every entry of its engine in memory, loaded at start and kept in step
+    by its writes: reads never touch the backing file, topic or table."""
+
+    def __init__(self, engine_name: str) -> None:
+        super().__init__(engine_name)
+        self._lock = threading.Lock()
+        self._data: dict[str, Offset] = {}
+
+    def read(self, partition: Partition) -> Offset | None:
+        with self._lock:
+            offset = self._data.get(connect_key(self.engine_name, partition))
+            return None if offset is None else dict(offset)
+
+    def entries(self) -> list[tuple[Partition, Offset]]:
+        with self._lock:
+            return [(parse_connect_key(k)[1], dict(v)) for k, v in self._data.items()]

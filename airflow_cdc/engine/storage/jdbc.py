@@ -35,7 +35,7 @@ import orjson
 
 from airflow_cdc.engine.errors import OffsetError, RetriableError
 from airflow_cdc.engine.records import Offset, Partition
-from airflow_cdc.engine.storage.base import OffsetStore, connect_key, encode_entries, parse_connect_key
+from airflow_cdc.engine.storage.base import CachedOffsetStore, connect_key, encode_entries, parse_connect_key
 
 log = logging.getLogger(__name__)
 
@@ -174,7 +174,7 @@ class _MySQL(_Dialect):
         )
 
 
-class JdbcOffsetStore(OffsetStore):
+class JdbcOffsetStore(CachedOffsetStore):
     """``offset.storage=jdbc``: ``offset.storage.jdbc.url``, ``.user``, ``.password``,
     ``offset.storage.jdbc.offset.table.name``."""
 
@@ -198,10 +198,8 @@ class JdbcOffsetStore(OffsetStore):
         self.max_attempts = max(1, max_attempts)
         dialect = _Postgres if self.url.dialect == "postgresql" else _MySQL
         self._dialect = dialect(self.url, user or self.url.user, password or self.url.password)
-        self._lock = threading.Lock()
         self._stopping = threading.Event()
         self._conn: Any = None
-        self._data: dict[str, Offset] = {}
         self._seq = 0
 
     # -- lifecycle -----------------------------------------------------------------------------
@@ -253,15 +251,6 @@ class JdbcOffsetStore(OffsetStore):
             raise OffsetError(f"JDBC offset store: the offset of {ours} in {self.table} is not JSON: {exc}") from exc
 
     # -- reads and writes ----------------------------------------------------------------------
-    def read(self, partition: Partition) -> Offset | None:
-        with self._lock:
-            offset = self._data.get(connect_key(self.engine_name, partition))
-            return None if offset is None else dict(offset)
-
-    def entries(self) -> list[tuple[Partition, Offset]]:
-        with self._lock:
-            return [(parse_connect_key(k)[1], dict(v)) for k, v in self._data.items()]
-
     def write(self, entries: Iterable[tuple[Partition, Offset]]) -> None:
         encoded = encode_entries(self.engine_name, entries)
         if not encoded:

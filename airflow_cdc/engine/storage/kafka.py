@@ -33,7 +33,7 @@ from kafka.errors import KafkaError, TopicAlreadyExistsError
 
 from airflow_cdc.engine.errors import OffsetError, RetriableError
 from airflow_cdc.engine.records import Offset, Partition
-from airflow_cdc.engine.storage.base import OffsetStore, connect_key, encode_entries, parse_connect_key
+from airflow_cdc.engine.storage.base import CachedOffsetStore, connect_key, encode_entries, parse_connect_key
 
 log = logging.getLogger(__name__)
 
@@ -48,7 +48,7 @@ def _close_quietly(producer: KafkaProducer, timeout: float) -> None:
         producer.close(timeout=timeout)
 
 
-class KafkaOffsetStore(OffsetStore):
+class KafkaOffsetStore(CachedOffsetStore):
     """``offset.storage=kafka``: ``bootstrap.servers``, ``offset.storage.topic``,
     ``offset.storage.partitions``, ``offset.storage.replication.factor``."""
 
@@ -72,8 +72,6 @@ class KafkaOffsetStore(OffsetStore):
         self.flush_timeout_ms = flush_timeout_ms
         self.request_timeout_ms = request_timeout_ms
         self.start_timeout_ms = start_timeout_ms
-        self._lock = threading.Lock()
-        self._data: dict[str, Offset] = {}
         self._producer: KafkaProducer | None = None
 
     def _client(self) -> dict[str, Any]:
@@ -194,15 +192,6 @@ class KafkaOffsetStore(OffsetStore):
         data[ours] = offset
 
     # -- reads and writes ----------------------------------------------------------------------
-    def read(self, partition: Partition) -> Offset | None:
-        with self._lock:
-            offset = self._data.get(connect_key(self.engine_name, partition))
-            return None if offset is None else dict(offset)
-
-    def entries(self) -> list[tuple[Partition, Offset]]:
-        with self._lock:
-            return [(parse_connect_key(k)[1], dict(v)) for k, v in self._data.items()]
-
     def write(self, entries: Iterable[tuple[Partition, Offset]]) -> None:
         encoded = encode_entries(self.engine_name, entries)
         if not encoded:

@@ -2,26 +2,18 @@
 
 from __future__ import annotations
 
-import threading
 from collections.abc import Iterable
 
 import orjson
 
 from airflow_cdc.engine.records import Offset, Partition
-from airflow_cdc.engine.storage.base import OffsetStore, connect_key, encode_entries, parse_connect_key
+from airflow_cdc.engine.storage.base import CachedOffsetStore, connect_key, encode_entries
 
 
-class MemoryOffsetStore(OffsetStore):
+class MemoryOffsetStore(CachedOffsetStore):
     def __init__(self, engine_name: str) -> None:
         super().__init__(engine_name)
-        self._lock = threading.Lock()
-        self._data: dict[str, Offset] = {}
         self.writes = 0
-
-    def read(self, partition: Partition) -> Offset | None:
-        with self._lock:
-            offset = self._data.get(connect_key(self.engine_name, partition))
-            return None if offset is None else dict(offset)
 
     def write(self, entries: Iterable[tuple[Partition, Offset]]) -> None:
         encoded = encode_entries(self.engine_name, entries)  # all entries checked before any is stored
@@ -33,7 +25,3 @@ class MemoryOffsetStore(OffsetStore):
     def delete(self, partition: Partition) -> None:
         with self._lock:
             self._data.pop(connect_key(self.engine_name, partition), None)
-
-    def entries(self) -> list[tuple[Partition, Offset]]:
-        with self._lock:
-            return [(parse_connect_key(k)[1], dict(v)) for k, v in self._data.items()]
