@@ -89,6 +89,16 @@ def replay(collector: Collector) -> dict[str, dict[str, Any]]:
     return apply([{"key": e["key"], "value": e["value"]} for e in collector.snapshot()])
 
 
+def assert_target_equals_source(collector: Collector, dsn: str) -> None:
+    """Replaying the events converges on the source table (the writes have stopped)."""
+    with psycopg.connect(dsn) as conn:
+        expected = source_image(conn)
+    try:
+        wait_until(lambda: replay(collector) == expected, 60, "target equals source")
+    except TimeoutError:
+        raise AssertionError(image_diff(expected, replay(collector))) from None
+
+
 @pytest.mark.parametrize(
     ("chunk", "strategy", "readers"),
     [
@@ -122,12 +132,7 @@ def test_snapshot_under_a_write_storm_converges_to_the_source(
         signal_id = send(dsn, "execute-snapshot", {"data-collections": ["public.t"], "type": "incremental"})
         wait_until(lambda: completed(engine, signal_id), 180, "snapshot completed")
         load.stop()
-        with psycopg.connect(dsn) as conn:
-            expected = source_image(conn)
-        try:
-            wait_until(lambda: replay(collector) == expected, 60, "target equals source")
-        except TimeoutError:
-            raise AssertionError(image_diff(expected, replay(collector))) from None
+        assert_target_equals_source(collector, dsn)
     reads = [e for e in collector.snapshot() if e["value"] and e["value"]["op"] == "r"]
     assert reads and all(e["value"]["source"]["snapshot"] == "incremental" for e in reads)
     keys = [e["key"]["id"] for e in reads]
@@ -370,12 +375,7 @@ def test_blocking_snapshot_pauses_streaming_then_goes_on(pg_server: Any, pg_data
         signal_id = send(dsn, "execute-snapshot", {"data-collections": ["public.t"], "type": "blocking"})
         wait_until(lambda: any(n["id"] == signal_id for n in notifications(engine, "COMPLETED")), 60, "blocking done")
         load.stop()
-        with psycopg.connect(dsn) as conn:
-            expected = source_image(conn)
-        try:
-            wait_until(lambda: replay(collector) == expected, 60, "target equals source")
-        except TimeoutError:
-            raise AssertionError(image_diff(expected, replay(collector))) from None
+        assert_target_equals_source(collector, dsn)
     done = [n for n in notifications(engine) if n["id"] == signal_id]
     assert [n["type"] for n in done] == ["STARTED", "COMPLETED"]
     assert done[0]["aggregate_type"] == "Blocking Snapshot"
