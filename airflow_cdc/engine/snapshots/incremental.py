@@ -25,6 +25,7 @@ import re
 import time
 import uuid
 from collections.abc import Hashable, Mapping
+from concurrent.futures import Future, ThreadPoolExecutor
 from dataclasses import asdict, dataclass, field, replace
 from typing import Any, Protocol
 
@@ -143,7 +144,9 @@ class IncrementalSnapshot:
         self.context = context
         self.window_id: str | None = None
         self.window_open = False
-        self._buffer: dict[Hashable, SourceRecord] = {}
+        self._seen: set[Hashable] = set()
+        self._pending: Future[tuple[list[tuple[tuple[str, ...], SourceRecord]], bool]] | None = None
+        self._executor: ThreadPoolExecutor | None = None
         self._chunk_last: tuple[str, ...] | None = None
         self._chunk_count = 0
         self._chunk_complete = False
@@ -247,17 +250,36 @@ class IncrementalSnapshot:
         return self.source.max_key(plan)
 
     def _read_window(self, plan: TablePlan, context: SnapshotContext) -> None:
+        """Start the window on the reader thread (watermark, chunk, watermark) and return: the
+        task thread goes on streaming and delivering the previous chunk meanwhile, so the
+        server's work (commits, the chunk query) overlaps ours."""
         assert context.max_key is not None
         window = uuid.uuid4().hex
-        self.source.write_watermark(window, "open")
-        chunk, self._chunk_complete = self.source.read_chunk(plan, context.last_key, context.max_key, self.chunk_size)
-        self.source.write_watermark(window, "close")
         self.window_id, self.window_open = window, False
         self._topic = self.source.topic_of(plan.name)
-        dedup = self.source.dedup_key
-        self._buffer = {dedup(record): record for _, record in chunk}
-        self._chunk_last = chunk[-1][0] if chunk else None
-        self._chunk_count = len(chunk)
+        self._seen = set()
+        self._pending = self._reader().submit(self._read, window, plan, context.last_key, context.max_key)
+
+    def _read(
+        self, window: str, plan: TablePlan, after: tuple[str, ...] | None, upto: tuple[str, ...]
+    ) -> tuple[list[tuple[tuple[str, ...], SourceRecord]], bool]:
+        self.source.write_watermark(window, "open")
+        chunk = self.source.read_chunk(plan, after, upto, self.chunk_size)
+        self.source.write_watermark(window, "close")
+        return chunk
+
+    def _reader(self) -> ThreadPoolExecutor:
+        if self._executor is None:
+            self._executor = ThreadPoolExecutor(1, thread_name_prefix="cdc-snapshot-window")
+        return self._executor
+
+    def failure(self) -> BaseException | None:
+        """The error of a window read that failed (its close watermark will never come)."""
+        pending = self._pending
+        if pending is None or not pending.done() or pending.exception() is None:
+            return None
+        self._discard_window()
+        return pending.exception()
 
     def on_watermark(self, window_id: str, kind: str) -> list[SourceRecord] | None:
         """The stream reached a watermark; at a close, the chunk's surviving rows (in order)."""
@@ -266,21 +288,33 @@ class IncrementalSnapshot:
         if kind == "open":
             self.window_open = True
             return None
-        rows = list(self._buffer.values())
+        assert self._pending is not None
+        # The close watermark is written after the chunk was read: the result is there.
+        chunk, self._chunk_complete = self._pending.result()
+        dedup, seen = self.source.dedup_key, self._seen
+        self._chunk_last = chunk[-1][0] if chunk else None
+        self._chunk_count = len(chunk)
+        rows = [record for _, record in chunk if dedup(record) not in seen]
         self._finish_chunk()
         return rows
 
     def on_change(self, record: SourceRecord) -> None:
-        """A streamed change: inside an open window, it evicts its row from the buffer."""
-        if self.window_open and record.topic == self._topic and self._buffer:
-            self._buffer.pop(self.source.dedup_key(record), None)
+        """A streamed change inside an open window: its row, if the chunk holds it, is dropped
+        from the chunk at the close (the streamed change is at least as new)."""
+        if self.window_open and record.topic == self._topic:
+            self._seen.add(self.source.dedup_key(record))
+
+    def close(self) -> None:
+        if self._executor is not None:
+            self._executor.shutdown(wait=True)
+            self._executor = None
 
     def _finish_chunk(self) -> None:
         context = self.context
         assert context is not None
         emitted = self._chunk_count
         last = self._chunk_last
-        self.window_id, self.window_open, self._buffer, self._topic = None, False, {}, None
+        self._discard_window()
         context = replace(
             context,
             last_key=last if last is not None else context.last_key,
@@ -312,7 +346,8 @@ class IncrementalSnapshot:
             self.context = None
 
     def _discard_window(self) -> None:
-        self.window_id, self.window_open, self._buffer, self._topic = None, False, {}, None
+        # A read still running finishes on its own; its watermarks no longer match anything.
+        self.window_id, self.window_open, self._seen, self._topic, self._pending = None, False, set(), None, None
 
     def _abort(self) -> None:
         self._discard_window()

@@ -307,6 +307,7 @@ class PostgresTask(SourceTask):
     def _poll_stream(self) -> list[SourceRecord]:
         assert self.stream is not None
         if self._backlog:
+            self.signalling.kick()  # the next window is read while these rows are delivered
             return self._from_backlog([])
         records: list[SourceRecord] = []
         deadline = time.monotonic() + self.settings["poll.interval.ms"] / 1000

@@ -64,6 +64,7 @@ class PostgresChunkSource:
         self._columns: dict[str, SnapshotColumns] = {}
         self._iso_utc: bool | None = None
         self._conninfo, self._threads = conninfo, threads
+        self._window_conn: psycopg.Connection[tuple[Any, ...]] | None = None
         self._readers: queue.Queue[psycopg.Connection[tuple[Any, ...]]] = queue.Queue()
         self._executor: ThreadPoolExecutor | None = None
         self._conn = conn
@@ -163,7 +164,7 @@ class PostgresChunkSource:
         if self._threads > 1 and limit >= 2 * self._threads:
             rows, complete = self._read_parallel(plan, after, upto, limit)
         else:
-            with self._read_only_txn() as conn:
+            with self._read_only_txn(self._window()) as conn:
                 rows = self._read_range(conn, plan, after, upto, limit)
             complete = len(rows) < limit
         columns = self._select_list(plan.name)
@@ -208,7 +209,11 @@ class PostgresChunkSource:
         columns = self._columns.get(table)
         if columns is None:
             if self._iso_utc is None:
-                row = self._conn.execute("select current_setting('DateStyle'), current_setting('TimeZone')").fetchone()
+                row = (
+                    self._window()
+                    .execute("select current_setting('DateStyle'), current_setting('TimeZone')")
+                    .fetchone()
+                )
                 self._iso_utc = row is not None and row[0].startswith("ISO") and row[1] == "UTC"
             described, schema = self._tables[table]
             columns = plan_columns(described, schema, self._modes, self._lookup, temporal_text=self._iso_utc)
@@ -240,7 +245,7 @@ class PostgresChunkSource:
             limit=sql.Literal(limit),
             per=sql.Literal(per_reader),
         )
-        with self._read_only_txn() as conn:
+        with self._read_only_txn(self._window()) as conn:
             bounds = [tuple(row[:-1]) for row in conn.execute(boundaries_query, [*(after or ()), *upto])]
         # Ranges between boundaries are read whole (rows inserted there meanwhile included: no
         # gap); only the last range is limited, and where it stops the next window begins.
@@ -282,6 +287,9 @@ class PostgresChunkSource:
         if self._executor is not None:
             self._executor.shutdown(wait=True)
             self._executor = None
+        if self._window_conn is not None and self._window_conn is not self._conn:
+            self._window_conn.close()
+        self._window_conn = None
         while True:
             try:
                 self._readers.get_nowait().close()
@@ -334,16 +342,16 @@ class PostgresChunkSource:
     # -- watermarks -------------------------------------------------------------------------------
     def write_watermark(self, window_id: str, kind: str) -> None:
         if self._read_only or self._signal is None:
-            self._conn.execute(
+            self._window().execute(
                 "select pg_logical_emit_message(true, %s, %s)", (WATERMARK_PREFIX, f"{kind}:{window_id}")
             )
             return
         table = sql.Identifier(*self._signal)
         if kind == "close" and self._strategy == "insert_delete":
-            self._conn.execute(sql.SQL("delete from {} where id = %s").format(table), (f"{window_id}-open",))
+            self._window().execute(sql.SQL("delete from {} where id = %s").format(table), (f"{window_id}-open",))
             return
         signal_type = WINDOW_OPEN if kind == "open" else WINDOW_CLOSE
-        self._conn.execute(
+        self._window().execute(
             sql.SQL("insert into {} (id, type, data) values (%s, %s, %s)").format(table),
             (f"{window_id}-{kind}", signal_type, None),
         )
@@ -370,11 +378,21 @@ class PostgresChunkSource:
         return sql.SQL(" where ") + sql.SQL(" and ").join(parts)
 
     @contextlib.contextmanager
-    def _read_only_txn(self) -> Iterator[psycopg.Connection[tuple[Any, ...]]]:
+    def _read_only_txn(
+        self, conn: psycopg.Connection[tuple[Any, ...]] | None = None
+    ) -> Iterator[psycopg.Connection[tuple[Any, ...]]]:
         """Chunks and filters run read-only: a filter can read, never write."""
-        with self._conn.transaction():
-            self._conn.execute("set transaction read only")
-            yield self._conn
+        conn = conn or self._conn
+        with conn.transaction():
+            conn.execute("set transaction read only")
+            yield conn
+
+    def _window(self) -> psycopg.Connection[tuple[Any, ...]]:
+        """The connection of the window reader thread (watermarks and chunks); the task
+        thread's catalog connection is never used from two threads."""
+        if self._window_conn is None:
+            self._window_conn = psycopg.connect(self._conninfo, autocommit=True) if self._conninfo else self._conn
+        return self._window_conn
 
 
 def _balanced(text: str) -> bool:

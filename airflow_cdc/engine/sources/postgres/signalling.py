@@ -250,9 +250,24 @@ class Signalling:
                         self.act(item)
                     except SignalError as exc:
                         self.reject(exc, item.id, item.type)
+        failure = self.snapshot.failure()
+        if failure is not None:
+            self._failed_window(failure)
         if self.snapshot.needs_step:
             self._step()
         return self._notification_records()
+
+    def kick(self) -> None:
+        """Start the next window now if one is due (while earlier rows are still handed over)."""
+        if self.snapshot.needs_step:
+            self._step()
+
+    def _failed_window(self, error: BaseException) -> None:
+        if isinstance(error, psycopg.OperationalError):
+            raise RetriableError(f"incremental snapshot: the database went away: {error}") from error
+        log.error("incremental snapshot: reading a chunk failed: %s", error)
+        self.snapshot.fail_table(SQL_EXCEPTION)
+        self._sync_offsets()
 
     def _step(self) -> None:
         try:
@@ -283,6 +298,7 @@ class Signalling:
         return {"snapshot_rows_scanned": context.rows, "snapshot_total_rows": max(context.estimated_rows, context.rows)}
 
     def close(self) -> None:
+        self.snapshot.close()
         self.snapshot.source.close()
         channels, self.channels = self.channels, []  # closing twice is harmless
         for channel in channels:
