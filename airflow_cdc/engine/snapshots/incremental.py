@@ -122,6 +122,9 @@ class ChunkSource(Protocol):
     def write_watermark(self, window_id: str, kind: str) -> None:
         """Write an open or close watermark into the source's log."""
 
+    def interrupt(self) -> None:
+        """Cancel whatever a window read is waiting on."""
+
     def close(self) -> None:
         """Release reader connections."""
 

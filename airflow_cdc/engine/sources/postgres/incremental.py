@@ -283,6 +283,13 @@ class PostgresChunkSource:
             self._executor = ThreadPoolExecutor(self._threads, thread_name_prefix="cdc-chunk-reader")
         return self._executor
 
+    def interrupt(self) -> None:
+        """Cancel a query the window reader may be running (the stop must not wait on it)."""
+        conn = self._window_conn
+        if conn is not None and conn is not self._conn and not conn.closed:
+            with contextlib.suppress(psycopg.Error):
+                conn.cancel_safe(timeout=5)
+
     def close(self) -> None:
         if self._executor is not None:
             self._executor.shutdown(wait=True)

@@ -298,6 +298,7 @@ class Signalling:
         return {"snapshot_rows_scanned": context.rows, "snapshot_total_rows": max(context.estimated_rows, context.rows)}
 
     def close(self) -> None:
+        self.snapshot.source.interrupt()  # a window read still running must not hold the stop
         self.snapshot.close()
         self.snapshot.source.close()
         channels, self.channels = self.channels, []  # closing twice is harmless
