@@ -150,7 +150,9 @@ def read_events(log: Path) -> list[dict[str, Any]]:
     if not log.exists():
         return []
     events = []
-    for line in log.read_bytes().splitlines():
+    data = log.read_bytes()
+    # A reader may catch the child's write half-done: only whole lines count.
+    for line in data[: data.rfind(b"\n") + 1].splitlines():
         if line.startswith(b"{"):
             events.append(json.loads(line))
     return events
