@@ -28,6 +28,7 @@ from airflow_cdc.engine.signals.signal import WINDOW_CLOSE, WINDOW_OPEN, SignalE
 from airflow_cdc.engine.snapshots.incremental import NO_PRIMARY_KEY, UNKNOWN_SCHEMA, TablePlan
 from airflow_cdc.engine.sources.postgres.catalog import TableColumns
 from airflow_cdc.engine.sources.postgres.changes import CONNECTOR, TableSchema
+from airflow_cdc.engine.sources.postgres.snapshot import key_function, read_records
 from airflow_cdc.engine.sources.postgres.snapshot_columns import SnapshotColumns, plan_columns
 from airflow_cdc.engine.sources.postgres.types import TypeInfo, ValueModes
 
@@ -306,7 +307,7 @@ class PostgresChunkSource:
     def _records(
         self, schema: TableSchema, columns: SnapshotColumns, rows: list[tuple[Any, ...]]
     ) -> list[tuple[tuple[str, ...], SourceRecord]]:
-        width, after_of, key_of = len(columns.expressions), columns.row_builder(schema), schema.key_of
+        """The chunk's ``op=r`` records, each with its key's text (the row's trailing columns)."""
         now = time.time_ns()
         source = source_info(
             connector=CONNECTOR,
@@ -321,22 +322,10 @@ class PostgresChunkSource:
             lsn=self._position(),
             xmin=None,
         )
-        out = []
-        for row in rows:
-            after_row = after_of(row)
-            value = {
-                "before": None,
-                "after": after_row,
-                "source": source,
-                "transaction": None,
-                "op": "r",
-                "ts_ms": now // 1_000_000,
-                "ts_us": now // 1_000,
-                "ts_ns": now,
-            }
-            record = SourceRecord(schema.topic, key_of(after_row), value, self._partition, {}, now // 1_000_000)
-            out.append((tuple(row[width:]), record))
-        return out
+        after_of, key_of = columns.row_builder(schema), key_function(schema.key)
+        records = read_records(rows, after_of, key_of, schema.topic, source, self._partition, {}, now // 1_000_000)
+        width = len(columns.expressions)
+        return [(tuple(row[width:]), record) for row, record in zip(rows, records, strict=True)]
 
     def dedup_key(self, record: SourceRecord) -> Hashable:
         if record.key:

@@ -19,7 +19,7 @@ from __future__ import annotations
 
 import contextlib
 import time
-from collections.abc import Callable, Iterator
+from collections.abc import Callable, Iterable, Iterator
 from itertools import islice
 from typing import Any
 
@@ -28,7 +28,7 @@ from psycopg import sql
 from psycopg.types.string import TextLoader
 
 from airflow_cdc.engine.envelope import source_info
-from airflow_cdc.engine.records import PositionMarker, SourceRecord
+from airflow_cdc.engine.records import Offset, Partition, PositionMarker, SourceRecord
 from airflow_cdc.engine.sources.postgres.catalog import TableColumns
 from airflow_cdc.engine.sources.postgres.changes import CONNECTOR, ChangeBuilder, TableSchema
 from airflow_cdc.engine.sources.postgres.snapshot_columns import plan_columns
@@ -117,25 +117,10 @@ class SnapshotReader:
         }
         topic, partition, ts_ms = schema.topic, self._builder.partition, self._started_ns // 1_000_000
         columns = plan_columns(table, schema, self._modes, self._lookup, temporal_text=self._iso_utc)
-        after_of, key_of = columns.row_builder(schema), _key_function(schema.key)
+        after_of, key_of = columns.row_builder(schema), key_function(schema.key)
         rows = self._rows(table.oid, columns.query(table), columns.text_oids, fetch_size)
         while chunk := list(islice(rows, chunk_size)):
-            now = time.time_ns()  # once per chunk: the rows of a chunk are processed together
-            now_ms, now_us = now // 1_000_000, now // 1_000
-            records = []
-            for row in chunk:
-                after = after_of(row)
-                value = {
-                    "before": None,
-                    "after": after,
-                    "source": source,
-                    "transaction": None,
-                    "op": "r",
-                    "ts_ms": now_ms,
-                    "ts_us": now_us,
-                    "ts_ns": now,
-                }
-                records.append(SourceRecord(topic, key_of(after), value, partition, offset, ts_ms))
+            records = read_records(chunk, after_of, key_of, topic, source, partition, offset, ts_ms)
             if self.rows == 0:
                 first = records[0]
                 records[0] = first.replace(value={**first.value, "source": {**source, "snapshot": "first"}})
@@ -164,7 +149,38 @@ class SnapshotReader:
             self._conn.close()
 
 
-def _key_function(key: list[str]) -> Callable[[dict[str, Any]], dict[str, Any] | None]:
+def read_records(
+    rows: Iterable[tuple[Any, ...]],
+    after_of: Callable[[tuple[Any, ...]], dict[str, Any]],
+    key_of: Callable[[dict[str, Any]], dict[str, Any] | None],
+    topic: str,
+    source: dict[str, Any],
+    partition: Partition,
+    offset: Offset,
+    ts_ms: int,
+) -> list[SourceRecord]:
+    """``op=r`` records of rows read together (the initial snapshot's and the incremental
+    snapshot's): the ``source`` block is shared, the clock read once for the lot."""
+    now = time.time_ns()
+    now_ms, now_us = now // 1_000_000, now // 1_000
+    records = []
+    for row in rows:
+        after = after_of(row)
+        value = {
+            "before": None,
+            "after": after,
+            "source": source,
+            "transaction": None,
+            "op": "r",
+            "ts_ms": now_ms,
+            "ts_us": now_us,
+            "ts_ns": now,
+        }
+        records.append(SourceRecord(topic, key_of(after), value, partition, offset, ts_ms))
+    return records
+
+
+def key_function(key: list[str]) -> Callable[[dict[str, Any]], dict[str, Any] | None]:
     """TableSchema.key_of for one table, without its per-call checks."""
     if not key:
         return lambda after: None
