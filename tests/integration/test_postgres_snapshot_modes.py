@@ -99,18 +99,19 @@ def test_lost_slot_fails_in_initial_mode_and_resnapshots_in_when_needed(pg_serve
 @pytest.mark.slow
 def test_a_crash_during_the_initial_snapshot_restarts_it_cleanly(pg_server, pg_database, tmp_path):
     with pg_server.connect(pg_database) as conn:
-        create_load_table(conn, 60_000)
+        # Big enough that the snapshot is still running when the kill lands (it got faster).
+        create_load_table(conn, 150_000)
     config = engine_config(pg_server, pg_database, **{"max.batch.size": 256})
     log, offsets = tmp_path / "events.log", tmp_path / "offsets.json"
     # Deletes included: rows the crashed attempt read and that are deleted before the redo must
     # still disappear from the target (the restart streams from the first attempt's slot position).
-    with WriteLoad(pg_server.dsn(pg_database), first_new_id=60_001):
+    with WriteLoad(pg_server.dsn(pg_database), first_new_id=150_001):
         child = start_child(config, log, offsets)
-        wait_until(lambda: len(read_events(log)) >= 5000 or child.poll() is not None, 60, "snapshot under way")
+        wait_until(lambda: len(read_events(log)) >= 2000 or child.poll() is not None, 60, "snapshot under way")
         child.send_signal(signal.SIGKILL)
         child.wait(30)
         first = read_events(log)
-        assert 0 < len(first) < 60_000 and all(e["value"]["op"] == "r" for e in first)
+        assert 0 < len(first) < 150_000 and all(e["value"]["op"] == "r" for e in first)
         child = start_child(config, log, offsets)
         wait_until(
             lambda: sum(1 for e in read_events(log) if e["value"] and e["value"]["op"] == "c") > 100,
