@@ -10,10 +10,11 @@ from __future__ import annotations
 
 import dataclasses
 from collections.abc import Mapping
-from dataclasses import dataclass
 from typing import Any, TypeAlias
 
 import orjson
+
+from airflow_cdc.engine.immutable import immutable
 
 Primitive: TypeAlias = str | int | float | bool | None
 Partition: TypeAlias = Mapping[str, Primitive]
@@ -25,7 +26,7 @@ def partition_key(partition: Partition) -> str:
     return orjson.dumps(partition, option=orjson.OPT_SORT_KEYS).decode()
 
 
-@dataclass(frozen=True, slots=True)
+@immutable
 class SourceRecord:
     """One change event as the source produced it (or as transforms reshaped it).
 
@@ -53,7 +54,7 @@ class SourceRecord:
         return None
 
 
-@dataclass(frozen=True, slots=True)
+@immutable
 class PositionMarker(SourceRecord):
     """A position with nothing to deliver: a transaction's commit, a heartbeat, a keepalive.
 
@@ -68,7 +69,7 @@ class PositionMarker(SourceRecord):
         return cls("", None, None, partition, offset)
 
 
-@dataclass(frozen=True, slots=True)
+@immutable
 class SerializedRecord:
     """A record after serialization: bytes ready for a sink, plus the record they came from."""
 

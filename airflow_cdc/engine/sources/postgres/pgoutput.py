@@ -15,10 +15,11 @@ from __future__ import annotations
 import datetime as dt
 import struct
 from collections.abc import Callable
-from dataclasses import dataclass, field
+from dataclasses import field
 from typing import TypeAlias
 
 from airflow_cdc.engine.errors import CdcError
+from airflow_cdc.engine.immutable import immutable
 
 PG_EPOCH = dt.datetime(2000, 1, 1, tzinfo=dt.UTC)
 _PG_EPOCH_US = int(PG_EPOCH.timestamp()) * 1_000_000
@@ -71,7 +72,7 @@ UNCHANGED_TOAST = _Unchanged()
 ColumnValue: TypeAlias = bytes | _Unchanged | None
 
 
-@dataclass(frozen=True, slots=True)
+@immutable
 class Column:
     name: str
     type_oid: int
@@ -79,14 +80,14 @@ class Column:
     is_key: bool
 
 
-@dataclass(frozen=True, slots=True)
+@immutable
 class Begin:
     final_lsn: int
     commit_time_us: int  # unix microseconds
     xid: int
 
 
-@dataclass(frozen=True, slots=True)
+@immutable
 class Commit:
     flags: int
     commit_lsn: int
@@ -94,13 +95,13 @@ class Commit:
     commit_time_us: int
 
 
-@dataclass(frozen=True, slots=True)
+@immutable
 class Origin:
     commit_lsn: int
     name: str
 
 
-@dataclass(frozen=True, slots=True)
+@immutable
 class Relation:
     oid: int
     namespace: str
@@ -110,7 +111,7 @@ class Relation:
     xid: int | None = None
 
 
-@dataclass(frozen=True, slots=True)
+@immutable
 class Type:
     oid: int
     namespace: str
@@ -118,14 +119,14 @@ class Type:
     xid: int | None = None
 
 
-@dataclass(frozen=True, slots=True)
+@immutable
 class Insert:
     relation_oid: int
     new: tuple[ColumnValue, ...]
     xid: int | None = None
 
 
-@dataclass(frozen=True, slots=True)
+@immutable
 class Update:
     relation_oid: int
     new: tuple[ColumnValue, ...]
@@ -134,7 +135,7 @@ class Update:
     xid: int | None = None
 
 
-@dataclass(frozen=True, slots=True)
+@immutable
 class Delete:
     relation_oid: int
     old: tuple[ColumnValue, ...]
@@ -142,7 +143,7 @@ class Delete:
     xid: int | None = None
 
 
-@dataclass(frozen=True, slots=True)
+@immutable
 class Truncate:
     relation_oids: tuple[int, ...]
     cascade: bool
@@ -150,7 +151,7 @@ class Truncate:
     xid: int | None = None
 
 
-@dataclass(frozen=True, slots=True)
+@immutable
 class Message:
     transactional: bool
     lsn: int
@@ -159,18 +160,18 @@ class Message:
     xid: int | None = None
 
 
-@dataclass(frozen=True, slots=True)
+@immutable
 class StreamStart:
     xid: int
     first_segment: bool
 
 
-@dataclass(frozen=True, slots=True)
+@immutable
 class StreamStop:
     pass
 
 
-@dataclass(frozen=True, slots=True)
+@immutable
 class StreamCommit:
     xid: int
     flags: int
@@ -179,7 +180,7 @@ class StreamCommit:
     commit_time_us: int
 
 
-@dataclass(frozen=True, slots=True)
+@immutable
 class StreamAbort:
     xid: int
     subxid: int
@@ -447,7 +448,7 @@ def decode(data: bytes | memoryview, *, in_stream: bool = False) -> PgOutputMess
 # -- the replication stream's CopyData -------------------------------------------------------
 
 
-@dataclass(frozen=True, slots=True)
+@immutable
 class XLogData:
     start_lsn: int
     wal_end: int
@@ -455,7 +456,7 @@ class XLogData:
     payload: bytes = field(repr=False)
 
 
-@dataclass(frozen=True, slots=True)
+@immutable
 class Keepalive:
     wal_end: int
     server_time_us: int
