@@ -13,6 +13,7 @@ from collections.abc import Callable, Mapping, Sequence
 from concurrent.futures import ThreadPoolExecutor
 from typing import Any
 
+from airflow_cdc.engine import collector
 from airflow_cdc.engine.commit_policy import OffsetCommitPolicy, make_commit_policy
 from airflow_cdc.engine.config import Config
 from airflow_cdc.engine.connector import SYSTEM_CLOCK, Clock, SourceConnector, TaskContext, load_connector_class
@@ -161,6 +162,7 @@ class Engine:
                 requested="INITIALIZING",
             ) from exc
         self._own_threads.add(threading.get_ident())
+        tuned = collector.raise_threshold(self.settings["gc.generation0.threshold"])
         try:
             self._initialize()
             if self._advance(EngineState.INITIALIZING, EngineState.CREATING_TASKS):
@@ -173,6 +175,8 @@ class Engine:
             self._fail(exc)
         finally:
             self._shutdown()
+            if tuned:
+                collector.release()
         if self._error is not None:
             raise EngineFailedError(f"engine {self.name!r} stopped after an error: {self._error}") from self._error
 
