@@ -11,6 +11,13 @@ evict them (the streamed change is newer, or at least as new); when it reaches w
 is left in the buffer is emitted as ``op=r`` - at that point in the stream, so every read is
 followed by every later change of its row. Nothing stops streaming.
 
+Windows are read ahead: while the stream has not yet reached a window's close, the reader thread
+already writes the next window's watermarks and reads its chunk (from the last key of the one
+before), up to :data:`READ_AHEAD` windows. Windows never overlap in the log (each one's
+watermarks are written after the previous one's close), so the stream meets them one at a time,
+in order, and the dedup rule is the same; the server's work and the stream's latency overlap the
+delivery of the rows before.
+
 The context (tables left, current table, maximum key, last emitted key, signal id, counts)
 travels in the offsets of every record (``incremental_snapshot``, a JSON string). Rows emitted at
 a window's close carry the context *before* the chunk, and the record after them the context
@@ -24,6 +31,7 @@ import logging
 import re
 import time
 import uuid
+from collections import deque
 from collections.abc import Hashable, Mapping
 from concurrent.futures import Future, ThreadPoolExecutor
 from dataclasses import asdict, dataclass, field, replace
@@ -38,6 +46,12 @@ from airflow_cdc.engine.signals.signal import AdditionalCondition, Signal, Signa
 log = logging.getLogger(__name__)
 
 OFFSET_KEY = "incremental_snapshot"
+#: Windows read but not yet closed in the stream, at most. Two keep the reader busy while the
+#: stream catches up with the first; more only hold more rows in memory.
+READ_AHEAD = 2
+
+#: A chunk as read: (chunk key, op=r record) in key order, and whether the table is done.
+Chunk = tuple[list[tuple[tuple[str, ...], SourceRecord]], bool]
 
 SUCCEEDED, EMPTY, NO_PRIMARY_KEY, SKIPPED, SQL_EXCEPTION, UNKNOWN_SCHEMA = (
     "SUCCEEDED",
@@ -129,6 +143,17 @@ class ChunkSource(Protocol):
         """Release reader connections."""
 
 
+@dataclass(eq=False)
+class _Window:
+    """A window whose watermarks and chunk are being written and read, or wait for the stream."""
+
+    id: str
+    topic: str
+    read: Future[Chunk | None]  # None: the window before ended the table, nothing was written
+    opened: bool = False  # the stream passed the open watermark
+    seen: set[Hashable] = field(default_factory=set)  # keys changed in the stream since then
+
+
 class IncrementalSnapshot:
     """Driven by the source's task thread: ``step()`` when idle, ``on_*`` from the stream."""
 
@@ -145,15 +170,8 @@ class IncrementalSnapshot:
         self.connector_name = connector_name
         self.chunk_size = chunk_size
         self.context = context
-        self.window_id: str | None = None
-        self.window_open = False
-        self._seen: set[Hashable] = set()
-        self._pending: Future[tuple[list[tuple[tuple[str, ...], SourceRecord]], bool]] | None = None
+        self._windows: deque[_Window] = deque()  # in the order the stream will meet them
         self._executor: ThreadPoolExecutor | None = None
-        self._chunk_last: tuple[str, ...] | None = None
-        self._chunk_count = 0
-        self._chunk_complete = False
-        self._topic: str | None = None
 
     # -- state ---------------------------------------------------------------------------------
     @property
@@ -161,9 +179,19 @@ class IncrementalSnapshot:
         return self.context is not None
 
     @property
+    def window_id(self) -> str | None:
+        """The window the stream meets next, if any."""
+        return self._windows[0].id if self._windows else None
+
+    @property
+    def window_open(self) -> bool:
+        """The stream is between that window's watermarks: changes must be remembered."""
+        return bool(self._windows) and self._windows[0].opened
+
+    @property
     def needs_step(self) -> bool:
-        """A chunk should be read now (no window pending, not paused)."""
-        return self.context is not None and self.window_id is None and not self.context.paused
+        """Another window may be started now (fewer than READ_AHEAD pending, not paused)."""
+        return self.context is not None and len(self._windows) < READ_AHEAD and not self.context.paused
 
     def offset_fields(self) -> dict[str, str]:
         return self.context.to_offset() if self.context is not None else {}
@@ -230,7 +258,7 @@ class IncrementalSnapshot:
 
     # -- chunks --------------------------------------------------------------------------------
     def step(self) -> None:
-        """Open a window and read the next chunk (or finish tables that have nothing left)."""
+        """Start reading the next window (or finish tables that have nothing left)."""
         while self.needs_step:
             context = self.context
             assert context is not None
@@ -247,25 +275,35 @@ class IncrementalSnapshot:
                     continue
                 self.context = context = replace(context, max_key=max_key)
             self._read_window(plan, context)
-            return
 
     def _max_key(self, plan: TablePlan) -> tuple[str, ...] | None:
         return self.source.max_key(plan)
 
     def _read_window(self, plan: TablePlan, context: SnapshotContext) -> None:
-        """Start the window on the reader thread (watermark, chunk, watermark) and return: the
-        task thread goes on streaming and delivering the previous chunk meanwhile, so the
-        server's work (commits, the chunk query) overlaps ours."""
+        """Queue the window on the reader thread (watermark, chunk, watermark) and return: the
+        task thread goes on streaming and delivering earlier rows meanwhile. The first window
+        of a run starts after the context's last key, each later one after the last key the
+        window before it read."""
         assert context.max_key is not None
+        before = self._windows[-1].read if self._windows else None
         window = uuid.uuid4().hex
-        self.window_id, self.window_open = window, False
-        self._topic = self.source.topic_of(plan.name)
-        self._seen = set()
-        self._pending = self._reader().submit(self._read, window, plan, context.last_key, context.max_key)
+        read = self._reader().submit(self._read, window, plan, before, context.last_key, context.max_key)
+        self._windows.append(_Window(window, self.source.topic_of(plan.name), read))
 
     def _read(
-        self, window: str, plan: TablePlan, after: tuple[str, ...] | None, upto: tuple[str, ...]
-    ) -> tuple[list[tuple[tuple[str, ...], SourceRecord]], bool]:
+        self,
+        window: str,
+        plan: TablePlan,
+        before: Future[Chunk | None] | None,
+        after: tuple[str, ...] | None,
+        upto: tuple[str, ...],
+    ) -> Chunk | None:
+        if before is not None:
+            # Done already (one reader thread, in order); if it failed, this one fails with it.
+            previous = before.result()
+            if previous is None or _table_ends(previous, upto):
+                return None
+            after = previous[0][-1][0]
         self.source.write_watermark(window, "open")
         chunk = self.source.read_chunk(plan, after, upto, self.chunk_size)
         self.source.write_watermark(window, "close")
@@ -277,47 +315,49 @@ class IncrementalSnapshot:
         return self._executor
 
     def failure(self) -> BaseException | None:
-        """The error of a window read that failed (its close watermark will never come)."""
-        pending = self._pending
-        if pending is None or not pending.done() or pending.exception() is None:
+        """The error of the next window's read, if it failed (its close will never come)."""
+        if not self._windows:
+            return None
+        read = self._windows[0].read
+        if not read.done() or read.exception() is None:
             return None
         self._discard_window()
-        return pending.exception()
+        return read.exception()
 
     def on_watermark(self, window_id: str, kind: str) -> list[SourceRecord] | None:
         """The stream reached a watermark; at a close, the chunk's surviving rows (in order)."""
-        if window_id != self.window_id:
+        if not self._windows or window_id != self._windows[0].id:
             return None  # an old window (before a crash or a stop): nothing to do
+        window = self._windows[0]
         if kind == "open":
-            self.window_open = True
+            window.opened = True
             return None
-        assert self._pending is not None
+        self._windows.popleft()
         # The close watermark is written after the chunk was read: the result is there.
-        chunk, self._chunk_complete = self._pending.result()
-        dedup, seen = self.source.dedup_key, self._seen
-        self._chunk_last = chunk[-1][0] if chunk else None
-        self._chunk_count = len(chunk)
-        rows = [record for _, record in chunk if dedup(record) not in seen]
-        self._finish_chunk()
+        chunk = window.read.result()
+        assert chunk is not None  # a window that read nothing wrote no watermarks
+        dedup, seen = self.source.dedup_key, window.seen
+        rows = [record for _, record in chunk[0] if dedup(record) not in seen]
+        self._finish_chunk(chunk)
         return rows
 
     def on_change(self, record: SourceRecord) -> None:
         """A streamed change inside an open window: its row, if the chunk holds it, is dropped
         from the chunk at the close (the streamed change is at least as new)."""
-        if self.window_open and record.topic == self._topic:
-            self._seen.add(self.source.dedup_key(record))
+        window = self._windows[0] if self._windows else None
+        if window is not None and window.opened and record.topic == window.topic:
+            window.seen.add(self.source.dedup_key(record))
 
     def close(self) -> None:
         if self._executor is not None:
             self._executor.shutdown(wait=True)
             self._executor = None
 
-    def _finish_chunk(self) -> None:
+    def _finish_chunk(self, chunk: Chunk) -> None:
         context = self.context
-        assert context is not None
-        emitted = self._chunk_count
-        last = self._chunk_last
-        self._discard_window()
+        assert context is not None and context.max_key is not None
+        max_key, emitted = context.max_key, len(chunk[0])
+        last = chunk[0][-1][0] if chunk[0] else None
         context = replace(
             context,
             last_key=last if last is not None else context.last_key,
@@ -325,9 +365,8 @@ class IncrementalSnapshot:
             rows=context.rows + emitted,
         )
         self.context = context
-        # The read says nothing is left, or the chunk reached the end point (keys are compared
-        # by the server; their text is equal only for the same key): the table is done.
-        if last is None or self._chunk_complete or last == context.max_key:
+        if _table_ends(chunk, max_key):
+            self._discard_window()  # read ahead: windows that found the table ended
             self._table_done(SUCCEEDED if context.table_rows else EMPTY)
         else:
             self._progress()
@@ -349,8 +388,8 @@ class IncrementalSnapshot:
             self.context = None
 
     def _discard_window(self) -> None:
-        # A read still running finishes on its own; its watermarks no longer match anything.
-        self.window_id, self.window_open, self._seen, self._topic, self._pending = None, False, set(), None, None
+        # Reads still running finish on their own; their watermarks no longer match anything.
+        self._windows.clear()
 
     def _abort(self) -> None:
         self._discard_window()
@@ -389,6 +428,13 @@ class IncrementalSnapshot:
         self.bus.publish(
             Notification(INCREMENTAL, kind, {"connector_name": self.connector_name, **data}, id=self.context.id)
         )
+
+
+def _table_ends(chunk: Chunk, max_key: tuple[str, ...]) -> bool:
+    """The read says nothing is left, or the chunk reached the end point (keys are compared by
+    the server; their text is equal only for the same key)."""
+    rows, complete = chunk
+    return not rows or complete or rows[-1][0] == max_key
 
 
 def match_tables(known: list[str], signal: Signal) -> list[str]:

@@ -29,7 +29,13 @@ from airflow_cdc.engine.signals import (
     parse_signal,
 )
 from airflow_cdc.engine.signals.signal import EXECUTE, LOG, PAUSE, RESUME, STOP, WINDOW_CLOSE, WINDOW_OPEN
-from airflow_cdc.engine.snapshots.incremental import SQL_EXCEPTION, IncrementalSnapshot, SnapshotContext, match_tables
+from airflow_cdc.engine.snapshots.incremental import (
+    OFFSET_KEY,
+    SQL_EXCEPTION,
+    IncrementalSnapshot,
+    SnapshotContext,
+    match_tables,
+)
 from airflow_cdc.engine.sources.postgres import pgoutput
 from airflow_cdc.engine.sources.postgres.changes import ChangeBuilder
 from airflow_cdc.engine.sources.postgres.incremental import WATERMARK_PREFIX, PostgresChunkSource
@@ -104,7 +110,12 @@ class Signalling:
     def watch(self, records: list[SourceRecord]) -> list[SourceRecord]:
         out: list[SourceRecord] = []
         signal_topic, snapshot = self.signal_topic, self.snapshot
+        # The records were built before any of them was watched, with the snapshot context of
+        # then; once a chunk closes in this batch, those after it get the context of now.
+        context = self.builder.offset_extra
         for record in records:
+            if self.builder.offset_extra is not context:
+                record = record.replace(offset=self._restamped(record.offset))
             if record.topic == signal_topic and signal_topic is not None:
                 out.extend(self._signal_row(record))
             elif record.topic == WATERMARK_TOPIC:
@@ -115,6 +126,11 @@ class Signalling:
                     snapshot.on_change(record)
                 out.append(record)
         return out
+
+    def _restamped(self, offset: Mapping[str, Any]) -> dict[str, Any]:
+        restamped = {k: v for k, v in offset.items() if k != OFFSET_KEY}  # gone once the snapshot ends
+        restamped.update(self.builder.offset_extra)
+        return restamped
 
     def on_message(self, message: pgoutput.Message) -> list[SourceRecord]:
         """A read-only watermark: passed on as a record, so :meth:`watch` meets it in stream
