@@ -50,8 +50,16 @@ OFFSET_KEY = "incremental_snapshot"
 #: stream catches up with the first; more only hold more rows in memory.
 READ_AHEAD = 2
 
-#: A chunk as read: (chunk key, op=r record) in key order, and whether the table is done.
-Chunk = tuple[list[tuple[tuple[str, ...], SourceRecord]], bool]
+
+@dataclass(frozen=True)
+class Chunk:
+    """A chunk as read: its ``op=r`` records in key order, the last one's key (the next chunk
+    starts after it), and whether they are all there is up to the end point."""
+
+    records: list[SourceRecord]
+    last_key: tuple[str, ...] | None
+    complete: bool
+
 
 SUCCEEDED, EMPTY, NO_PRIMARY_KEY, SKIPPED, SQL_EXCEPTION, UNKNOWN_SCHEMA = (
     "SUCCEEDED",
@@ -122,11 +130,8 @@ class ChunkSource(Protocol):
 
     def max_key(self, plan: TablePlan) -> tuple[str, ...] | None: ...
 
-    def read_chunk(
-        self, plan: TablePlan, after: tuple[str, ...] | None, upto: tuple[str, ...], limit: int
-    ) -> tuple[list[tuple[tuple[str, ...], SourceRecord]], bool]:
-        """About ``limit`` rows with after < key <= upto, in key order: (chunk key, op=r record);
-        and whether they are all there is up to ``upto`` (the table is done)."""
+    def read_chunk(self, plan: TablePlan, after: tuple[str, ...] | None, upto: tuple[str, ...], limit: int) -> Chunk:
+        """About ``limit`` rows with after < key <= upto, in key order."""
 
     def dedup_key(self, record: SourceRecord) -> Hashable:
         """The identity of a row, equal for its snapshot read and its streamed changes."""
@@ -303,7 +308,7 @@ class IncrementalSnapshot:
             previous = before.result()
             if previous is None or _table_ends(previous, upto):
                 return None
-            after = previous[0][-1][0]
+            after = previous.last_key
         self.source.write_watermark(window, "open")
         chunk = self.source.read_chunk(plan, after, upto, self.chunk_size)
         self.source.write_watermark(window, "close")
@@ -337,7 +342,7 @@ class IncrementalSnapshot:
         chunk = window.read.result()
         assert chunk is not None  # a window that read nothing wrote no watermarks
         dedup, seen = self.source.dedup_key, window.seen
-        rows = [record for _, record in chunk[0] if dedup(record) not in seen]
+        rows = [record for record in chunk.records if dedup(record) not in seen]
         self._finish_chunk(chunk)
         return rows
 
@@ -356,8 +361,7 @@ class IncrementalSnapshot:
     def _finish_chunk(self, chunk: Chunk) -> None:
         context = self.context
         assert context is not None and context.max_key is not None
-        max_key, emitted = context.max_key, len(chunk[0])
-        last = chunk[0][-1][0] if chunk[0] else None
+        max_key, emitted, last = context.max_key, len(chunk.records), chunk.last_key
         context = replace(
             context,
             last_key=last if last is not None else context.last_key,
@@ -433,8 +437,7 @@ class IncrementalSnapshot:
 def _table_ends(chunk: Chunk, max_key: tuple[str, ...]) -> bool:
     """The read says nothing is left, or the chunk reached the end point (keys are compared by
     the server; their text is equal only for the same key)."""
-    rows, complete = chunk
-    return not rows or complete or rows[-1][0] == max_key
+    return chunk.last_key is None or chunk.complete or chunk.last_key == max_key
 
 
 def match_tables(known: list[str], signal: Signal) -> list[str]:

@@ -25,7 +25,7 @@ from psycopg.types.string import TextLoader
 from airflow_cdc.engine.envelope import source_info
 from airflow_cdc.engine.records import Partition, SourceRecord
 from airflow_cdc.engine.signals.signal import WINDOW_CLOSE, WINDOW_OPEN, SignalError
-from airflow_cdc.engine.snapshots.incremental import NO_PRIMARY_KEY, UNKNOWN_SCHEMA, TablePlan
+from airflow_cdc.engine.snapshots.incremental import NO_PRIMARY_KEY, UNKNOWN_SCHEMA, Chunk, TablePlan
 from airflow_cdc.engine.sources.postgres.catalog import TableColumns
 from airflow_cdc.engine.sources.postgres.changes import CONNECTOR, TableSchema
 from airflow_cdc.engine.sources.postgres.snapshot import key_function, read_records
@@ -158,9 +158,7 @@ class PostgresChunkSource:
             row = conn.execute(query).fetchone()
         return None if row is None else tuple(row)
 
-    def read_chunk(
-        self, plan: TablePlan, after: tuple[str, ...] | None, upto: tuple[str, ...], limit: int
-    ) -> tuple[list[tuple[tuple[str, ...], SourceRecord]], bool]:
+    def read_chunk(self, plan: TablePlan, after: tuple[str, ...] | None, upto: tuple[str, ...], limit: int) -> Chunk:
         _, schema = self._tables[plan.name]
         if self._threads > 1 and limit >= 2 * self._threads:
             rows, complete = self._read_parallel(plan, after, upto, limit)
@@ -169,7 +167,8 @@ class PostgresChunkSource:
                 rows = self._read_range(conn, plan, after, upto, limit)
             complete = len(rows) < limit
         columns = self._select_list(plan.name)
-        return self._records(schema, columns, rows), complete
+        last_key = tuple(rows[-1][len(columns.expressions) :]) if rows else None
+        return Chunk(self._records(schema, columns, rows), last_key, complete)
 
     def _read_range(
         self,
@@ -267,8 +266,7 @@ class PostgresChunkSource:
     ) -> list[tuple[Any, ...]]:
         conn = self._reader_connection()
         try:
-            with conn.transaction():
-                conn.execute("set transaction read only")
+            with self._read_only_txn(conn):
                 return self._read_range(conn, plan, after, upto, limit)
         finally:
             self._readers.put(conn)
@@ -277,7 +275,7 @@ class PostgresChunkSource:
         try:
             return self._readers.get_nowait()
         except queue.Empty:
-            return psycopg.connect(self._conninfo, autocommit=True)
+            return _read_only_connection(self._conninfo)
 
     def _pool(self) -> ThreadPoolExecutor:
         if self._executor is None:
@@ -306,8 +304,8 @@ class PostgresChunkSource:
 
     def _records(
         self, schema: TableSchema, columns: SnapshotColumns, rows: list[tuple[Any, ...]]
-    ) -> list[tuple[tuple[str, ...], SourceRecord]]:
-        """The chunk's ``op=r`` records, each with its key's text (the row's trailing columns)."""
+    ) -> list[SourceRecord]:
+        """The chunk's ``op=r`` records (the rows' trailing key texts are left out)."""
         now = time.time_ns()
         source = source_info(
             connector=CONNECTOR,
@@ -323,9 +321,7 @@ class PostgresChunkSource:
             xmin=None,
         )
         after_of, key_of = columns.row_builder(schema), key_function(schema.key)
-        records = read_records(rows, after_of, key_of, schema.topic, source, self._partition, {}, now // 1_000_000)
-        width = len(columns.expressions)
-        return [(tuple(row[width:]), record) for row, record in zip(rows, records, strict=True)]
+        return read_records(rows, after_of, key_of, schema.topic, source, self._partition, {}, now // 1_000_000)
 
     def dedup_key(self, record: SourceRecord) -> Hashable:
         if record.key:
@@ -380,15 +376,24 @@ class PostgresChunkSource:
         """Chunks and filters run read-only: a filter can read, never write."""
         conn = conn or self._conn
         with conn.transaction():
-            conn.execute("set transaction read only")
+            if not conn.read_only:  # our own connections begin read-only: one round trip less
+                conn.execute("set transaction read only")
             yield conn
 
     def _window(self) -> psycopg.Connection[tuple[Any, ...]]:
         """The connection of the window reader thread (watermarks and chunks); the task
         thread's catalog connection is never used from two threads."""
         if self._window_conn is None:
-            self._window_conn = psycopg.connect(self._conninfo, autocommit=True) if self._conninfo else self._conn
+            self._window_conn = _read_only_connection(self._conninfo) if self._conninfo else self._conn
         return self._window_conn
+
+
+def _read_only_connection(conninfo: str) -> psycopg.Connection[tuple[Any, ...]]:
+    """Autocommit (each watermark commits at once); transactions it begins are read-only
+    (``BEGIN READ ONLY``)."""
+    conn = psycopg.connect(conninfo, autocommit=True)
+    conn.read_only = True
+    return conn
 
 
 def _balanced(text: str) -> bool:
