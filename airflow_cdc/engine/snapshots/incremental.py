@@ -342,7 +342,7 @@ class IncrementalSnapshot:
         chunk = window.read.result()
         assert chunk is not None  # a window that read nothing wrote no watermarks
         dedup, seen = self.source.dedup_key, window.seen
-        rows = [record for record in chunk.records if dedup(record) not in seen]
+        rows = [record for record in chunk.records if dedup(record) not in seen] if seen else chunk.records
         self._finish_chunk(chunk)
         return rows
 
