@@ -11,7 +11,10 @@ from airflow_cdc.engine.records import SourceRecord
 
 @runtime_checkable
 class Transform(Protocol):
-    """A single message transform: returns the new record, or None to drop it."""
+    """A single message transform: returns the new record, or None to drop it.
+
+    Records are immutable (checked by mypy, not at run time, see ADR 0008): return
+    ``record.replace(...)``, never assign to a field."""
 
     def apply(self, record: SourceRecord) -> SourceRecord | None: ...
 
