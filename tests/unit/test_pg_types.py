@@ -147,6 +147,9 @@ def test_temporal_values_follow_time_precision_mode():
     assert convert(1114, "2021-07-08 07:27:08.123", 3, time_precision="adaptive_time_microseconds") == 1_625_729_228_123
     assert convert(1184, "2021-07-08 07:27:08.5+00") == "2021-07-08T07:27:08.5Z"
     assert convert(1184, "2021-07-08 09:27:08+02") == "2021-07-08T07:27:08Z"
+    # Years past 9999 and before year 1 as Java's ISO formatter prints them (44 BC is year -43).
+    assert convert(1184, "12345-01-01 00:00:00+00") == "+12345-01-01T00:00:00Z"
+    assert convert(1184, "0044-03-15 12:00:00+00 BC") == "-0043-03-15T12:00:00Z"
     assert convert(1266, "10:00:00+02") == "08:00:00Z"
 
 

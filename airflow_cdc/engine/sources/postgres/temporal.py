@@ -116,9 +116,11 @@ def format_time(micros: int) -> str:
 
 
 def _year(year: int) -> str:
+    """As Java's ISO formatters print a proleptic year (``SignStyle.EXCEEDS_PAD``, width 4):
+    ``0043``, ``-0043`` (44 BC), ``+12345``."""
     if 0 <= year <= 9999:
         return f"{year:04d}"
-    return f"{'+' if year > 0 else '-'}{abs(year):06d}"
+    return f"+{year}" if year > 0 else f"-{-year:04d}"
 
 
 _INTERVAL = re.compile(
