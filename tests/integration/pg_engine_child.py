@@ -14,7 +14,9 @@ from airflow_cdc.engine import Engine, JsonSerializer
 def main() -> None:
     config, log_path, offsets = json.loads(sys.argv[1]), sys.argv[2], sys.argv[3]
     log = os.open(log_path, os.O_WRONLY | os.O_CREAT | os.O_APPEND, 0o644)
-    os.write(log, f"run {os.getpid()}\n".encode())
+    # The newline first ends a line a killed run left half-written (a big write can be cut short
+    # by kill -9); its records were never marked processed, so they come again.
+    os.write(log, f"\nrun {os.getpid()}\n".encode())
 
     class Handler:
         def handle_batch(self, records, committer) -> None:
@@ -23,7 +25,9 @@ def main() -> None:
                 key = item.key.decode() if item.key else "null"
                 value = item.value.decode() if item.value else "null"
                 lines.append(f'{{"key":{key},"value":{value}}}\n'.encode())
-            os.write(log, b"".join(lines))  # one write: the lines land whole, even under kill -9
+            data = memoryview(b"".join(lines))
+            while data:  # a write may be short; only a kill leaves a line cut
+                data = data[os.write(log, data) :]
             committer.mark_all_processed()
 
     engine = Engine(

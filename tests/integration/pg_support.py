@@ -152,7 +152,15 @@ def read_events(log: Path) -> list[dict[str, Any]]:
     events = []
     data = log.read_bytes()
     # A reader may catch the child's write half-done: only whole lines count.
-    for line in data[: data.rfind(b"\n") + 1].splitlines():
-        if line.startswith(b"{"):
+    lines = data[: data.rfind(b"\n") + 1].splitlines()
+    for index, line in enumerate(lines):
+        if not line.startswith(b"{"):
+            continue
+        try:
             events.append(json.loads(line))
+        except ValueError:
+            # Only the last line of a run killed mid-write may be cut (the next run's marker ends it).
+            if index + 1 < len(lines) and lines[index + 1].startswith(b"run "):
+                continue
+            raise
     return events
