@@ -37,7 +37,7 @@ sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 from airflow_cdc.engine import Engine, JsonSerializer
 from airflow_cdc.engine.testing import wait_until
 from airflow_cdc.local.postgres import PostgresServer
-from bench.pg_snapshot import FILL, fill, psql_copy
+from bench.pg_snapshot import FILL, child_command, fill, psql_copy
 
 #: (incremental.snapshot.chunk.size, incremental.snapshot.max.threads)
 SETTINGS = ((1024, 1), (8192, 1), (1024, 2), (8192, 2))
@@ -170,25 +170,7 @@ def engine_snapshot(server: PostgresServer, database: str, rows: int, chunk: int
     slot = f"incr_{database}_{chunk}_{readers}"
     with WriteLoad(server, database, _max_id(server, database) + 1) as load:
         out = subprocess.run(
-            [
-                sys.executable,
-                __file__,
-                "--child",
-                "--host",
-                server.host,
-                "--port",
-                str(server.port),
-                "--user",
-                server.user,
-                "--database",
-                database,
-                "--slot",
-                slot,
-                "--chunk",
-                str(chunk),
-                "--readers",
-                str(readers),
-            ],
+            child_command(__file__, server, database, slot=slot, chunk=chunk, readers=readers),
             capture_output=True,
             text=True,
         )

@@ -113,23 +113,18 @@ def child(args: argparse.Namespace) -> None:
     )
 
 
+def child_command(script: str, server: PostgresServer, database: str, **options: object) -> list[str]:
+    """``python <script> --child`` with the server's address and ``--<option> <value>`` each."""
+    command = [sys.executable, script, "--child", "--host", server.host, "--port", str(server.port)]
+    command += ["--user", server.user, "--database", database]
+    for name, value in options.items():
+        command += [f"--{name}", str(value)]
+    return command
+
+
 def engine_snapshot(server: PostgresServer, database: str, rows: int) -> dict[str, float]:
     out = subprocess.run(
-        [
-            sys.executable,
-            __file__,
-            "--child",
-            "--host",
-            server.host,
-            "--port",
-            str(server.port),
-            "--user",
-            server.user,
-            "--database",
-            database,
-            "--rows",
-            str(rows),
-        ],
+        child_command(__file__, server, database, rows=rows),
         capture_output=True,
         text=True,
         check=True,
