@@ -195,7 +195,8 @@ def test_conditions_surrogate_and_composite_keys_and_a_keyless_table(pg_server: 
             "execute-snapshot",
             {
                 "data-collections": ["public.pair", "public.colors", "public.loose"],
-                "additional-conditions": [{"data-collection": "public.colors", "filter": "color = 'blue'"}],
+                # A '%' in a filter is SQL, not a placeholder.
+                "additional-conditions": [{"data-collection": "public.colors", "filter": "color like 'bl%'"}],
             },
         )
         wait_until(lambda: completed(engine, first), 60, "first snapshot")
@@ -215,6 +216,43 @@ def test_conditions_surrogate_and_composite_keys_and_a_keyless_table(pg_server: 
     assert len(blue) == 30 and {row["color"] for row in blue} == {"blue"}
     loose = [e["value"]["after"]["n"] for e in collector.snapshot("shop.public.loose")]
     assert sorted(loose) == list(range(1, 31))
+
+
+@pytest.mark.parametrize("readers", [1, 2])
+def test_a_chunk_the_server_fails_fails_its_table_and_the_next_goes_on(
+    pg_server: Any, pg_database: str, readers: int
+) -> None:
+    """The filter passes the check (it is a predicate) but fails once the read reaches id 50:
+    the table is reported SQL_EXCEPTION, and the next one is read on the same connections."""
+    dsn = pg_server.dsn(pg_database)
+    setup(dsn, 0)
+    with psycopg.connect(dsn, autocommit=True) as conn:
+        conn.execute("create table boom (id int primary key)")
+        conn.execute("insert into boom select generate_series(1, 100)")
+        conn.execute("create table calm (id int primary key, v text)")
+        conn.execute("insert into calm select g, 'v' || g from generate_series(1, 40) g")
+    collector = Collector()
+    settings = {"incremental.snapshot.chunk.size": 16, "incremental.snapshot.max.threads": readers}
+    engine = Engine(config(pg_server, pg_database, **settings), consumer=collector)
+    with EngineRunner(engine):
+        signal_id = send(
+            dsn,
+            "execute-snapshot",
+            {
+                "data-collections": ["public.boom", "public.calm"],
+                "additional-conditions": [{"data-collection": "public.boom", "filter": "1 / (id - 50) <> 0"}],
+            },
+        )
+        wait_until(lambda: completed(engine, signal_id), 60, "snapshot completed")
+    statuses = {
+        n["additional_data"]["scanned_collection"]: n["additional_data"]["status"]
+        for n in notifications(engine, "TABLE_SCAN_COMPLETED")
+    }
+    assert statuses == {"public.boom": "SQL_EXCEPTION", "public.calm": "SUCCEEDED"}
+    calm = sorted(e["value"]["after"]["id"] for e in collector.snapshot("shop.public.calm"))
+    assert calm == list(range(1, 41))
+    boom = [e["value"]["after"]["id"] for e in collector.snapshot("shop.public.boom")]
+    assert boom == list(range(1, len(boom) + 1)) and len(boom) < 50  # the chunks before it
 
 
 def test_stop_with_a_list_pause_resume_and_stop_all(pg_server: Any, pg_database: str) -> None:

@@ -130,16 +130,17 @@ class ChunkSource(Protocol):
 
     def max_key(self, plan: TablePlan) -> tuple[str, ...] | None: ...
 
-    def read_chunk(self, plan: TablePlan, after: tuple[str, ...] | None, upto: tuple[str, ...], limit: int) -> Chunk:
-        """About ``limit`` rows with after < key <= upto, in key order."""
+    def read_window(
+        self, window_id: str, plan: TablePlan, after: tuple[str, ...] | None, upto: tuple[str, ...], limit: int
+    ) -> Chunk:
+        """One window: write the open watermark into the source's log, read about ``limit`` rows
+        with after < key <= upto in key order, write the close watermark - each committed before
+        the next begins (a source may send all three in one round trip)."""
 
     def dedup_key(self, record: SourceRecord) -> Hashable:
         """The identity of a row, equal for its snapshot read and its streamed changes."""
 
     def topic_of(self, table: str) -> str: ...
-
-    def write_watermark(self, window_id: str, kind: str) -> None:
-        """Write an open or close watermark into the source's log."""
 
     def interrupt(self) -> None:
         """Cancel whatever a window read is waiting on."""
@@ -309,10 +310,7 @@ class IncrementalSnapshot:
             if previous is None or _table_ends(previous, upto):
                 return None
             after = previous.last_key
-        self.source.write_watermark(window, "open")
-        chunk = self.source.read_chunk(plan, after, upto, self.chunk_size)
-        self.source.write_watermark(window, "close")
-        return chunk
+        return self.source.read_window(window, plan, after, upto, self.chunk_size)
 
     def _reader(self) -> ThreadPoolExecutor:
         if self._executor is None:

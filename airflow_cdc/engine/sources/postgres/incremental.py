@@ -26,6 +26,7 @@ from airflow_cdc.engine.envelope import source_info
 from airflow_cdc.engine.records import Partition, SourceRecord
 from airflow_cdc.engine.signals.signal import WINDOW_CLOSE, WINDOW_OPEN, SignalError
 from airflow_cdc.engine.snapshots.incremental import NO_PRIMARY_KEY, UNKNOWN_SCHEMA, Chunk, TablePlan
+from airflow_cdc.engine.sources.postgres import blocking
 from airflow_cdc.engine.sources.postgres.catalog import TableColumns
 from airflow_cdc.engine.sources.postgres.changes import CONNECTOR, TableSchema
 from airflow_cdc.engine.sources.postgres.snapshot import key_function, read_records
@@ -56,7 +57,7 @@ class PostgresChunkSource:
         strategy: str,
         read_only: bool,
         position: Any,
-        conninfo: str = "",
+        conninfo: str,
         threads: int = 1,
         modes: ValueModes | None = None,
         lookup: Callable[[int], TypeInfo] | None = None,
@@ -152,34 +153,42 @@ class PostgresChunkSource:
         columns = sql.SQL(", ").join(sql.SQL("{}::text").format(sql.Identifier(c)) for c in key.columns)
         order = sql.SQL(", ").join(sql.SQL("{}.{} desc").format(table, sql.Identifier(c)) for c in key.columns)
         query = sql.SQL("select {} from {}{} order by {} limit 1").format(
-            columns, self._ident(plan.name), self._where(plan, None, bounded=False), order
+            columns, self._ident(plan.name), self._where(plan), order
         )
         with self._read_only_txn() as conn:
             row = conn.execute(query).fetchone()
         return None if row is None else tuple(row)
 
-    def read_chunk(self, plan: TablePlan, after: tuple[str, ...] | None, upto: tuple[str, ...], limit: int) -> Chunk:
+    def read_window(
+        self, window_id: str, plan: TablePlan, after: tuple[str, ...] | None, upto: tuple[str, ...], limit: int
+    ) -> Chunk:
+        """The open watermark, the chunk's read-only transaction and the close watermark commit
+        in turn, so the chunk's snapshot is taken after the open watermark is in the log and the
+        close watermark comes after it. Two round trips (:mod:`.blocking` says why that counts):
+        open watermark and the read; the read's commit and the close watermark, sent once the
+        rows are loaded (a window that fails before has no close, and fails its table)."""
         _, schema = self._tables[plan.name]
+        conn = self._window()
+        opening = self._watermark(window_id, "open")
         if self._threads > 1 and limit >= 2 * self._threads:
-            rows, complete = self._read_parallel(plan, after, upto, limit)
+            rows, complete = self._read_parallel(conn, opening, plan, after, upto, limit)
         else:
-            with self._read_only_txn(self._window()) as conn:
-                rows = self._read_range(conn, plan, after, upto, limit)
+            cursor = self._chunk_cursor(conn, plan.name)
+            query = self._range_query(plan, after, upto, limit)
+            read = sql.SQL("; ").join([opening, sql.SQL("begin read only"), query])
+            rows = blocking.rows(cursor, blocking.execute(conn, read))
             complete = len(rows) < limit
         columns = self._select_list(plan.name)
         last_key = tuple(rows[-1][len(columns.expressions) :]) if rows else None
-        return Chunk(self._records(schema, columns, rows), last_key, complete)
+        chunk = Chunk(self._records(schema, columns, rows), last_key, complete)
+        blocking.execute(conn, sql.SQL("commit; ") + self._watermark(window_id, "close"))
+        return chunk
 
-    def _read_range(
-        self,
-        conn: psycopg.Connection[tuple[Any, ...]],
-        plan: TablePlan,
-        after: tuple[str, ...] | None,
-        upto: tuple[str, ...],
-        limit: int | None,
-    ) -> list[tuple[Any, ...]]:
-        """Rows with after < key <= upto in key order (at most ``limit``), as text, each followed
-        by its key's text."""
+    def _range_query(
+        self, plan: TablePlan, after: tuple[str, ...] | None, upto: tuple[str, ...], limit: int | None
+    ) -> sql.Composed:
+        """Rows with after < key <= upto in key order (at most ``limit``), each followed by its
+        key's text."""
         columns = self._select_list(plan.name)
         key = self._key(plan)
         captured = sql.SQL(", ").join(columns.expressions)
@@ -190,18 +199,22 @@ class PostgresChunkSource:
         order = sql.SQL(", ").join(
             sql.SQL("{}.{}").format(self._ident(plan.name), sql.Identifier(c)) for c in key.columns
         )
-        query = sql.SQL("select {}, {} from {}{} order by {}{}").format(
+        return sql.SQL("select {}, {} from {}{} order by {}{}").format(
             captured,
             keys,
             self._ident(plan.name),
-            self._where(plan, after),
+            self._where(plan, after, upto),
             order,
             sql.SQL("") if limit is None else sql.SQL(" limit {}").format(sql.Literal(limit)),
         )
+
+    def _chunk_cursor(self, conn: psycopg.Connection[tuple[Any, ...]], table: str) -> psycopg.Cursor[tuple[Any, ...]]:
+        """A cursor whose loaders read the columns that arrive as text as the stream's text
+        (one set of converters for both)."""
         cursor = conn.cursor()
-        for type_oid in columns.text_oids:
-            cursor.adapters.register_loader(type_oid, TextLoader)  # the stream's text, one set of converters
-        return cursor.execute(query, [*(after or ()), *upto]).fetchall()
+        for type_oid in self._select_list(table).text_oids:
+            cursor.adapters.register_loader(type_oid, TextLoader)
+        return cursor
 
     def _select_list(self, table: str) -> SnapshotColumns:
         """The initial snapshot's column plan: values the server computes exactly as the text
@@ -221,11 +234,18 @@ class PostgresChunkSource:
         return columns
 
     def _read_parallel(
-        self, plan: TablePlan, after: tuple[str, ...] | None, upto: tuple[str, ...], limit: int
+        self,
+        conn: psycopg.Connection[tuple[Any, ...]],
+        opening: sql.Composable,
+        plan: TablePlan,
+        after: tuple[str, ...] | None,
+        upto: tuple[str, ...],
+        limit: int,
     ) -> tuple[list[tuple[Any, ...]], bool]:
         """``incremental.snapshot.max.threads``: split the window's rows into key ranges (one
-        index scan for the boundaries) and read the ranges on several connections at once. All
-        reads still happen between the window's watermarks, so the dedup rule holds."""
+        index scan for the boundaries, after the open watermark) and read the ranges on several
+        connections at once. All reads still happen between the window's watermarks, so the
+        dedup rule holds. ``conn`` is left in the boundaries' read-only transaction."""
         key = self._key(plan)
         per_reader = -(-limit // self._threads)
         columns = sql.SQL(", ").join(sql.Identifier(c) for c in key.columns)
@@ -241,12 +261,12 @@ class PostgresChunkSource:
             order=order,
             columns=columns,
             table=table,
-            where=self._where(plan, after),
+            where=self._where(plan, after, upto),
             limit=sql.Literal(limit),
             per=sql.Literal(per_reader),
         )
-        with self._read_only_txn(self._window()) as conn:
-            bounds = [tuple(row[:-1]) for row in conn.execute(boundaries_query, [*(after or ()), *upto])]
+        read = sql.SQL("; ").join([opening, sql.SQL("begin read only"), boundaries_query])
+        bounds = [tuple(row[:-1]) for row in blocking.rows(conn.cursor(), blocking.execute(conn, read))]
         # Ranges between boundaries are read whole (rows inserted there meanwhile included: no
         # gap); only the last range is limited, and where it stops the next window begins.
         inner = bounds[: self._threads - 1]
@@ -266,8 +286,10 @@ class PostgresChunkSource:
     ) -> list[tuple[Any, ...]]:
         conn = self._reader_connection()
         try:
-            with self._read_only_txn(conn):
-                return self._read_range(conn, plan, after, upto, limit)
+            read = sql.SQL("begin read only; ") + self._range_query(plan, after, upto, limit)
+            rows = blocking.rows(self._chunk_cursor(conn, plan.name), blocking.execute(conn, read))
+            blocking.execute(conn, sql.SQL("commit"))
+            return rows
         finally:
             self._readers.put(conn)
 
@@ -275,7 +297,7 @@ class PostgresChunkSource:
         try:
             return self._readers.get_nowait()
         except queue.Empty:
-            return _read_only_connection(self._conninfo)
+            return _reader_connection(self._conninfo)
 
     def _pool(self) -> ThreadPoolExecutor:
         if self._executor is None:
@@ -285,7 +307,7 @@ class PostgresChunkSource:
     def interrupt(self) -> None:
         """Cancel a query the window reader may be running (the stop must not wait on it)."""
         conn = self._window_conn
-        if conn is not None and conn is not self._conn and not conn.closed:
+        if conn is not None and not conn.closed:
             with contextlib.suppress(psycopg.Error):
                 conn.cancel_safe(timeout=5)
 
@@ -293,7 +315,7 @@ class PostgresChunkSource:
         if self._executor is not None:
             self._executor.shutdown(wait=True)
             self._executor = None
-        if self._window_conn is not None and self._window_conn is not self._conn:
+        if self._window_conn is not None:
             self._window_conn.close()
         self._window_conn = None
         while True:
@@ -332,37 +354,44 @@ class PostgresChunkSource:
         return ("surrogate", row.get(column)) if column else None
 
     # -- watermarks -------------------------------------------------------------------------------
-    def write_watermark(self, window_id: str, kind: str) -> None:
+    def _watermark(self, window_id: str, kind: str) -> sql.Composed:
+        """The statements that write a watermark, in a transaction of their own."""
         if self._read_only or self._signal is None:
-            self._window().execute(
-                "select pg_logical_emit_message(true, %s, %s)", (WATERMARK_PREFIX, f"{kind}:{window_id}")
+            write = sql.SQL("select pg_logical_emit_message(true, {}, {})").format(
+                sql.Literal(WATERMARK_PREFIX), sql.Literal(f"{kind}:{window_id}")
             )
-            return
-        table = sql.Identifier(*self._signal)
-        if kind == "close" and self._strategy == "insert_delete":
-            self._window().execute(sql.SQL("delete from {} where id = %s").format(table), (f"{window_id}-open",))
-            return
-        signal_type = WINDOW_OPEN if kind == "open" else WINDOW_CLOSE
-        self._window().execute(
-            sql.SQL("insert into {} (id, type, data) values (%s, %s, %s)").format(table),
-            (f"{window_id}-{kind}", signal_type, None),
-        )
+        elif kind == "close" and self._strategy == "insert_delete":
+            write = sql.SQL("delete from {} where id = {}").format(
+                sql.Identifier(*self._signal), sql.Literal(f"{window_id}-open")
+            )
+        else:
+            write = sql.SQL("insert into {} (id, type, data) values ({}, {}, null)").format(
+                sql.Identifier(*self._signal),
+                sql.Literal(f"{window_id}-{kind}"),
+                sql.Literal(WINDOW_OPEN if kind == "open" else WINDOW_CLOSE),
+            )
+        return sql.SQL("begin; {}; commit").format(write)
 
     # -- helpers ----------------------------------------------------------------------------------
     def _ident(self, table: str) -> sql.Composable:
         columns, _ = self._tables[table]
         return sql.Identifier(columns.schema, columns.name)
 
-    def _where(self, plan: TablePlan, after: tuple[str, ...] | None, *, bounded: bool = True) -> sql.Composable:
-        """``where [key > after and] key <= upto [and (filter)]`` (the bounds are parameters)."""
+    def _where(
+        self, plan: TablePlan, after: tuple[str, ...] | None = None, upto: tuple[str, ...] | None = None
+    ) -> sql.Composable:
+        """``where [key > after] [and key <= upto] [and (filter)]``. The bounds are the server's
+        text of each key column, as literals cast to the column's type."""
         parts: list[sql.Composable] = []
-        if bounded:
+        if after is not None or upto is not None:
             key = self._key(plan)
             row = sql.SQL(", ").join(sql.Identifier(c) for c in key.columns)
-            bound = sql.SQL(", ").join(sql.SQL("%s::" + t) for t in key.types)
-            if after is not None:
-                parts.append(sql.SQL("({}) > ({})").format(row, bound))
-            parts.append(sql.SQL("({}) <= ({})").format(row, bound))
+            for bound, operator in ((after, ">"), (upto, "<=")):
+                if bound is not None:
+                    values = sql.SQL(", ").join(
+                        sql.SQL("{}::" + t).format(sql.Literal(v)) for v, t in zip(bound, key.types, strict=True)
+                    )
+                    parts.append(sql.SQL("({}) " + operator + " ({})").format(row, values))
         if plan.filter:
             parts.append(sql.SQL("({})").format(sql.SQL(plan.filter)))
         if not parts:
@@ -370,30 +399,24 @@ class PostgresChunkSource:
         return sql.SQL(" where ") + sql.SQL(" and ").join(parts)
 
     @contextlib.contextmanager
-    def _read_only_txn(
-        self, conn: psycopg.Connection[tuple[Any, ...]] | None = None
-    ) -> Iterator[psycopg.Connection[tuple[Any, ...]]]:
-        """Chunks and filters run read-only: a filter can read, never write."""
-        conn = conn or self._conn
+    def _read_only_txn(self) -> Iterator[psycopg.Connection[tuple[Any, ...]]]:
+        """On the task thread's connection: filters run read-only (they can read, never write)."""
+        conn = self._conn
         with conn.transaction():
-            if not conn.read_only:  # our own connections begin read-only: one round trip less
-                conn.execute("set transaction read only")
+            conn.execute("set transaction read only")
             yield conn
 
     def _window(self) -> psycopg.Connection[tuple[Any, ...]]:
         """The connection of the window reader thread (watermarks and chunks); the task
         thread's catalog connection is never used from two threads."""
         if self._window_conn is None:
-            self._window_conn = _read_only_connection(self._conninfo) if self._conninfo else self._conn
+            self._window_conn = _reader_connection(self._conninfo)
         return self._window_conn
 
 
-def _read_only_connection(conninfo: str) -> psycopg.Connection[tuple[Any, ...]]:
-    """Autocommit (each watermark commits at once); transactions it begins are read-only
-    (``BEGIN READ ONLY``)."""
-    conn = psycopg.connect(conninfo, autocommit=True)
-    conn.read_only = True
-    return conn
+def _reader_connection(conninfo: str) -> psycopg.Connection[tuple[Any, ...]]:
+    """Autocommit: every transaction on it is explicit (``BEGIN [READ ONLY]; ...; COMMIT``)."""
+    return psycopg.connect(conninfo, autocommit=True)
 
 
 def _balanced(text: str) -> bool:
