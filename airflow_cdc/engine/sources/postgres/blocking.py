@@ -9,7 +9,7 @@ the GIL back: while the other thread is busy, every hand-back costs up to the sw
 query (``BEGIN; ...; COMMIT; ...``, bound on our side) and waits once.
 
 ``PQexec`` returns the last statement's result, so a group that reads ends with its SELECT.
-The rows are loaded by psycopg's own loaders (those registered on ``cursor``).
+The rows are loaded by psycopg's own loaders (those registered on the cursor), when asked for.
 """
 
 from __future__ import annotations
@@ -40,11 +40,21 @@ def execute(conn: psycopg.Connection[Any], statements: sql.Composable) -> pq.abc
     raise error
 
 
-def rows(cursor: psycopg.Cursor[Any], result: pq.abc.PGresult) -> list[tuple[Any, ...]]:
-    """The result's rows as tuples, by the cursor's loaders (text format)."""
-    transformer = Transformer(cursor)
-    transformer.set_pgresult(result)
-    try:
-        return transformer.load_rows(0, result.ntuples, tuple)
-    finally:
-        result.clear()
+class Rows:
+    """A result's rows, loaded by the cursor's loaders (text format) a slice at a time: until
+    then they stay in libpq's memory, no Python object per row."""
+
+    def __init__(self, cursor: psycopg.Cursor[Any], result: pq.abc.PGresult) -> None:
+        self._result = result
+        self._transformer = Transformer(cursor)
+        self._transformer.set_pgresult(result)
+
+    def __len__(self) -> int:
+        return self._result.ntuples
+
+    def load(self, start: int = 0, stop: int | None = None) -> list[tuple[Any, ...]]:
+        return self._transformer.load_rows(start, len(self) if stop is None else stop, tuple)
+
+    def clear(self) -> None:
+        """Free the result now (not whenever it is collected)."""
+        self._result.clear()

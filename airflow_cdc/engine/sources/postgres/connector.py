@@ -6,6 +6,7 @@ from __future__ import annotations
 import logging
 import re
 import time
+from collections import deque
 from collections.abc import Iterator, Mapping
 from typing import Any
 
@@ -163,6 +164,7 @@ class PostgresTask(SourceTask):
                 position=lambda: self.builder.last_completed,
                 conninfo=self.conninfo,
                 threads=s["incremental.snapshot.max.threads"],
+                batch=SNAPSHOT_BATCH,
                 modes=self.modes,
                 lookup=self.catalog.type,
             ),
@@ -171,7 +173,8 @@ class PostgresTask(SourceTask):
             begin_blocking=self._begin_blocking_snapshot,
         )
         self._blocking: str | None = None  # the signal id of a running blocking snapshot
-        self._backlog: list[SourceRecord] = []  # records polled but not yet handed over
+        # Polled but not yet handed over, in order: a released chunk is thousands of records.
+        self._backlog: deque[Iterator[list[SourceRecord]]] = deque()
         self.stream = ReplicationStream.connect(self.conninfo)
         self._position(offset, tables)
         self._last_activity = time.monotonic()
@@ -308,7 +311,7 @@ class PostgresTask(SourceTask):
         assert self.stream is not None
         if self._backlog:
             self.signalling.kick()  # the next window is read while these rows are delivered
-            return self._from_backlog([])
+            return self._from_backlog()
         records: list[SourceRecord] = []
         deadline = time.monotonic() + self.settings["poll.interval.ms"] / 1000
         limit = min(self.settings["max.batch.size"], POLL_BATCH)
@@ -325,21 +328,29 @@ class PostgresTask(SourceTask):
                 elif self._keepalive_may_advance(message.wal_end):
                     records.append(self.builder.marker(message.wal_end))
         signalling = self.signalling
-        if signalling.watching:
-            records = signalling.watch(records)
-        records += signalling.after_poll()
+        segments = signalling.watch(records) if signalling.watching else [records]
+        notifications = signalling.after_poll()  # after the rows of a chunk they report on
         if any(r.topic for r in records):
             self._last_activity = time.monotonic()
         self._maybe_heartbeat()
-        return self._from_backlog(records) if len(records) > SNAPSHOT_BATCH else records
+        if len(segments) == 1:  # no window closed: the records as they are
+            only = segments[0]
+            assert isinstance(only, list)
+            return only + notifications if notifications else only
+        segments.append(notifications)
+        self._backlog.extend(iter((s,)) if isinstance(s, list) else s for s in segments)
+        return self._from_backlog()
 
-    def _from_backlog(self, records: list[SourceRecord]) -> list[SourceRecord]:
+    def _from_backlog(self) -> list[SourceRecord]:
         """A released snapshot chunk is thousands of records: hand them over a batch at a time,
         in order (big batches cost more per record than they save, see SNAPSHOT_BATCH)."""
-        self._backlog.extend(records)
-        batch = self._backlog[:SNAPSHOT_BATCH]
-        del self._backlog[:SNAPSHOT_BATCH]
-        return batch
+        while self._backlog:
+            batch = next(self._backlog[0], None)
+            if batch is None:
+                self._backlog.popleft()
+            elif batch:
+                return batch
+        return []
 
     def _keepalive_may_advance(self, wal_end: int) -> bool:
         # Between transactions, the server's WAL end is a safe flush position: whatever is still

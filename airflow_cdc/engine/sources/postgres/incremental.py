@@ -23,7 +23,7 @@ from psycopg import sql
 from psycopg.types.string import TextLoader
 
 from airflow_cdc.engine.envelope import source_info
-from airflow_cdc.engine.records import Partition, SourceRecord
+from airflow_cdc.engine.records import Offset, Partition, SourceRecord
 from airflow_cdc.engine.signals.signal import WINDOW_CLOSE, WINDOW_OPEN, SignalError
 from airflow_cdc.engine.snapshots.incremental import NO_PRIMARY_KEY, UNKNOWN_SCHEMA, Chunk, TablePlan
 from airflow_cdc.engine.sources.postgres import blocking
@@ -59,13 +59,14 @@ class PostgresChunkSource:
         position: Any,
         conninfo: str,
         threads: int = 1,
+        batch: int = 256,
         modes: ValueModes | None = None,
         lookup: Callable[[int], TypeInfo] | None = None,
     ) -> None:
         self._modes, self._lookup = modes, lookup
         self._columns: dict[str, SnapshotColumns] = {}
         self._iso_utc: bool | None = None
-        self._conninfo, self._threads = conninfo, threads
+        self._conninfo, self._threads, self._batch = conninfo, threads, batch
         self._window_conn: psycopg.Connection[tuple[Any, ...]] | None = None
         self._readers: queue.Queue[psycopg.Connection[tuple[Any, ...]]] = queue.Queue()
         self._executor: ThreadPoolExecutor | None = None
@@ -165,24 +166,23 @@ class PostgresChunkSource:
         """The open watermark, the chunk's read-only transaction and the close watermark commit
         in turn, so the chunk's snapshot is taken after the open watermark is in the log and the
         close watermark comes after it. Two round trips (:mod:`.blocking` says why that counts):
-        open watermark and the read; the read's commit and the close watermark, sent once the
-        rows are loaded (a window that fails before has no close, and fails its table)."""
+        the open watermark with the read, then the read's commit with the close watermark. The
+        rows stay in libpq's results until the stream reaches the close and releases them."""
         _, schema = self._tables[plan.name]
         conn = self._window()
         opening = self._watermark(window_id, "open")
         if self._threads > 1 and limit >= 2 * self._threads:
-            rows, complete = self._read_parallel(conn, opening, plan, after, upto, limit)
+            parts, complete = self._read_parallel(conn, opening, plan, after, upto, limit)
         else:
-            cursor = self._chunk_cursor(conn, plan.name)
             query = self._range_query(plan, after, upto, limit)
             read = sql.SQL("; ").join([opening, sql.SQL("begin read only"), query])
-            rows = blocking.rows(cursor, blocking.execute(conn, read))
-            complete = len(rows) < limit
+            parts = [blocking.Rows(self._chunk_cursor(conn, plan.name), blocking.execute(conn, read))]
+            complete = len(parts[0]) < limit
         columns = self._select_list(plan.name)
-        last_key = tuple(rows[-1][len(columns.expressions) :]) if rows else None
-        chunk = Chunk(self._records(schema, columns, rows), last_key, complete)
+        last = next((part for part in reversed(parts) if len(part)), None)
+        last_key = None if last is None else tuple(last.load(len(last) - 1)[0][len(columns.expressions) :])
         blocking.execute(conn, sql.SQL("commit; ") + self._watermark(window_id, "close"))
-        return chunk
+        return Chunk(_ChunkRows(parts, self._record_maker(schema, columns), self._batch), last_key, complete)
 
     def _range_query(
         self, plan: TablePlan, after: tuple[str, ...] | None, upto: tuple[str, ...], limit: int | None
@@ -241,7 +241,7 @@ class PostgresChunkSource:
         after: tuple[str, ...] | None,
         upto: tuple[str, ...],
         limit: int,
-    ) -> tuple[list[tuple[Any, ...]], bool]:
+    ) -> tuple[list[blocking.Rows], bool]:
         """``incremental.snapshot.max.threads``: split the window's rows into key ranges (one
         index scan for the boundaries, after the open watermark) and read the ranges on several
         connections at once. All reads still happen between the window's watermarks, so the
@@ -266,7 +266,7 @@ class PostgresChunkSource:
             per=sql.Literal(per_reader),
         )
         read = sql.SQL("; ").join([opening, sql.SQL("begin read only"), boundaries_query])
-        bounds = [tuple(row[:-1]) for row in blocking.rows(conn.cursor(), blocking.execute(conn, read))]
+        bounds = [tuple(row[:-1]) for row in blocking.Rows(conn.cursor(), blocking.execute(conn, read)).load()]
         # Ranges between boundaries are read whole (rows inserted there meanwhile included: no
         # gap); only the last range is limited, and where it stops the next window begins.
         inner = bounds[: self._threads - 1]
@@ -278,16 +278,15 @@ class PostgresChunkSource:
         ]
         futures = [self._pool().submit(self._read_on_own_connection, plan, *job) for job in jobs]
         parts = [future.result() for future in futures]
-        rows = [row for part in parts for row in part]
-        return rows, len(parts[-1]) < per_reader
+        return parts, len(parts[-1]) < per_reader
 
     def _read_on_own_connection(
         self, plan: TablePlan, after: tuple[str, ...] | None, upto: tuple[str, ...], limit: int | None
-    ) -> list[tuple[Any, ...]]:
+    ) -> blocking.Rows:
         conn = self._reader_connection()
         try:
             read = sql.SQL("begin read only; ") + self._range_query(plan, after, upto, limit)
-            rows = blocking.rows(self._chunk_cursor(conn, plan.name), blocking.execute(conn, read))
+            rows = blocking.Rows(self._chunk_cursor(conn, plan.name), blocking.execute(conn, read))
             blocking.execute(conn, sql.SQL("commit"))
             return rows
         finally:
@@ -324,10 +323,11 @@ class PostgresChunkSource:
             except queue.Empty:
                 return
 
-    def _records(
-        self, schema: TableSchema, columns: SnapshotColumns, rows: list[tuple[Any, ...]]
-    ) -> list[SourceRecord]:
-        """The chunk's ``op=r`` records (the rows' trailing key texts are left out)."""
+    def _record_maker(
+        self, schema: TableSchema, columns: SnapshotColumns
+    ) -> Callable[[list[tuple[Any, ...]], Offset], list[SourceRecord]]:
+        """Makes a chunk's ``op=r`` records (the rows' trailing key texts are left out); the
+        source block is the one of the read."""
         now = time.time_ns()
         source = source_info(
             connector=CONNECTOR,
@@ -342,8 +342,13 @@ class PostgresChunkSource:
             lsn=self._position(),
             xmin=None,
         )
-        after_of, key_of = columns.row_builder(schema), key_function(schema.key)
-        return read_records(rows, after_of, key_of, schema.topic, source, self._partition, {}, now // 1_000_000)
+        after_of, key_of, topic = columns.row_builder(schema), key_function(schema.key), schema.topic
+        partition, ts_ms = self._partition, now // 1_000_000
+
+        def make(rows: list[tuple[Any, ...]], offset: Offset) -> list[SourceRecord]:
+            return read_records(rows, after_of, key_of, topic, source, partition, offset, ts_ms)
+
+        return make
 
     def dedup_key(self, record: SourceRecord) -> Hashable:
         if record.key:
@@ -412,6 +417,30 @@ class PostgresChunkSource:
         if self._window_conn is None:
             self._window_conn = _reader_connection(self._conninfo)
         return self._window_conn
+
+
+class _ChunkRows:
+    """A window's rows in libpq's results, made records ``batch`` at a time when released."""
+
+    def __init__(
+        self,
+        parts: list[blocking.Rows],
+        make: Callable[[list[tuple[Any, ...]], Offset], list[SourceRecord]],
+        batch: int,
+    ) -> None:
+        self._parts, self._make, self._batch = parts, make, batch
+        self._count = sum(len(part) for part in parts)
+
+    def __len__(self) -> int:
+        return self._count
+
+    def records(self, offset: Offset) -> Iterator[list[SourceRecord]]:
+        parts, self._parts = self._parts, []  # released once
+        for part in parts:
+            size = len(part)
+            for start in range(0, size, self._batch):
+                yield self._make(part.load(start, min(start + self._batch, size)), offset)
+            part.clear()
 
 
 def _reader_connection(conninfo: str) -> psycopg.Connection[tuple[Any, ...]]:

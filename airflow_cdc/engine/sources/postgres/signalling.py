@@ -10,8 +10,8 @@ from __future__ import annotations
 
 import logging
 import time
-from collections.abc import Callable, Mapping
-from typing import Any
+from collections.abc import Callable, Iterator, Mapping
+from typing import Any, TypeAlias
 
 import psycopg
 
@@ -41,6 +41,11 @@ from airflow_cdc.engine.sources.postgres.changes import ChangeBuilder
 from airflow_cdc.engine.sources.postgres.incremental import WATERMARK_PREFIX, PostgresChunkSource
 
 log = logging.getLogger(__name__)
+
+#: A closed window's rows, made records a batch at a time as they are taken.
+Released: TypeAlias = Iterator[list[SourceRecord]]
+#: A piece of a poll, in stream order: records, or a window's released rows.
+Segment: TypeAlias = list[SourceRecord] | Released
 
 CHANNEL_POLL_S = 0.1
 #: The topic of the in-stream stand-in for a read-only watermark; never leaves this module.
@@ -107,7 +112,11 @@ class Signalling:
         return self.signal_topic is not None or self.snapshot.window_id is not None
 
     # -- the stream ------------------------------------------------------------------------------
-    def watch(self, records: list[SourceRecord]) -> list[SourceRecord]:
+    def watch(self, records: list[SourceRecord]) -> list[Segment]:
+        """The polled records with signal rows and watermarks taken out, in stream order: lists
+        of records, and at each window's close its chunk's rows (made records a batch at a time
+        as they are taken)."""
+        segments: list[Segment] = []
         out: list[SourceRecord] = []
         signal_topic, snapshot = self.signal_topic, self.snapshot
         # The records were built before any of them was watched, with the snapshot context of
@@ -116,16 +125,21 @@ class Signalling:
         for record in records:
             if self.builder.offset_extra is not context:
                 record = record.replace(offset=self._restamped(record.offset))
+            released = None
             if record.topic == signal_topic and signal_topic is not None:
-                out.extend(self._signal_row(record))
+                released = self._signal_row(record)
             elif record.topic == WATERMARK_TOPIC:
                 window, kind = record.value
-                out.extend(self._watermark(window, kind, record.offset))
+                released = self._watermark(window, kind, record.offset)
             else:
                 if snapshot.window_open:
                     snapshot.on_change(record)
                 out.append(record)
-        return out
+            if released is not None:
+                segments += (out, released)
+                out = []
+        segments.append(out)
+        return segments
 
     def _restamped(self, offset: Mapping[str, Any]) -> dict[str, Any]:
         restamped = {k: v for k, v in offset.items() if k != OFFSET_KEY}  # gone once the snapshot ends
@@ -141,33 +155,31 @@ class Signalling:
         offset = self.builder.offset(message.lsn)
         return [SourceRecord(WATERMARK_TOPIC, None, (window, kind), self.builder.partition, offset)]
 
-    def _signal_row(self, record: SourceRecord) -> list[SourceRecord]:
+    def _signal_row(self, record: SourceRecord) -> Released | None:
         value = record.value
         if not isinstance(value, dict):
-            return []  # the tombstone after a delete
+            return None  # the tombstone after a delete
         row = value.get("after") or value.get("before") or {}
         row_id, kind = str(row.get("id") or ""), row.get("type")
         if value.get("op") == "d":
             if self.strategy == "insert_delete" and row_id.endswith("-open"):
                 return self._watermark(row_id.removesuffix("-open"), "close", record.offset)
-            return []
+            return None
         if value.get("op") != "c":
-            return []
+            return None
         if kind in (WINDOW_OPEN, WINDOW_CLOSE):
             window = row_id.rsplit("-", 1)[0]
             return self._watermark(window, "open" if kind == WINDOW_OPEN else "close", record.offset)
         self._accept(row_id, kind, row.get("data"), "source")
-        return []
+        return None
 
-    def _watermark(self, window: str, kind: str, offset: Mapping[str, Any]) -> list[SourceRecord]:
-        rows = self.snapshot.on_watermark(window, kind)
-        if rows is None:
-            return []
+    def _watermark(self, window: str, kind: str, offset: Mapping[str, Any]) -> Released | None:
         # The rows carry the offset before the chunk (offset_extra is not yet updated), so a
         # crash before all of them are delivered reads the chunk again.
-        out = [SourceRecord(r.topic, r.key, r.value, r.partition, offset, r.timestamp_ms) for r in rows]
-        self._sync_offsets()
-        return out
+        released = self.snapshot.on_watermark(window, kind, offset)
+        if released is not None:
+            self._sync_offsets()
+        return released
 
     # -- signals ---------------------------------------------------------------------------------
     def _accept(self, signal_id: str, kind: Any, data: Any, channel: str) -> None:
