@@ -34,10 +34,15 @@ def execute(conn: psycopg.Connection[Any], statements: sql.Composable) -> pq.abc
             f"the connection was lost: {conn.pgconn.error_message.decode(errors='replace').strip()}"
         )
     error = errors.error_from_result(result, encoding=conn.info.encoding)
-    if conn.pgconn.transaction_status != pq.TransactionStatus.IDLE:  # a failed explicit transaction
+    rollback(conn)  # a failed explicit transaction
+    raise error
+
+
+def rollback(conn: psycopg.Connection[Any]) -> None:
+    """End whatever transaction a failed group of statements left open (nothing if idle)."""
+    if not conn.closed and conn.pgconn.transaction_status != pq.TransactionStatus.IDLE:
         with contextlib.suppress(psycopg.Error):
             conn.pgconn.exec_(b"rollback")
-    raise error
 
 
 class Rows:

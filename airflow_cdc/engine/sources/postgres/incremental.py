@@ -171,16 +171,20 @@ class PostgresChunkSource:
         _, schema = self._tables[plan.name]
         conn = self._window()
         opening = self._watermark(window_id, "open")
-        if self._threads > 1 and limit >= 2 * self._threads:
-            parts, complete = self._read_parallel(conn, opening, plan, after, upto, limit)
-        else:
-            query = self._range_query(plan, after, upto, limit)
-            read = sql.SQL("; ").join([opening, sql.SQL("begin read only"), query])
-            parts = [blocking.Rows(self._chunk_cursor(conn, plan.name), blocking.execute(conn, read))]
-            complete = len(parts[0]) < limit
-        columns = self._select_list(plan.name)
-        last = next((part for part in reversed(parts) if len(part)), None)
-        last_key = None if last is None else tuple(last.load(len(last) - 1)[0][len(columns.expressions) :])
+        try:
+            if self._threads > 1 and limit >= 2 * self._threads:
+                parts, complete = self._read_parallel(conn, opening, plan, after, upto, limit)
+            else:
+                query = self._range_query(plan, after, upto, limit)
+                read = sql.SQL("; ").join([opening, sql.SQL("begin read only"), query])
+                parts = [blocking.Rows(self._chunk_cursor(conn, plan.name), blocking.execute(conn, read))]
+                complete = len(parts[0]) < limit
+            columns = self._select_list(plan.name)
+            last = next((part for part in reversed(parts) if len(part)), None)
+            last_key = None if last is None else tuple(last.load(len(last) - 1)[0][len(columns.expressions) :])
+        except BaseException:
+            blocking.rollback(conn)  # e.g. a parallel reader failed: the next window needs a clean connection
+            raise
         blocking.execute(conn, sql.SQL("commit; ") + self._watermark(window_id, "close"))
         return Chunk(_ChunkRows(parts, self._record_maker(schema, columns), self._batch), last_key, complete)
 
@@ -289,6 +293,9 @@ class PostgresChunkSource:
             rows = blocking.Rows(self._chunk_cursor(conn, plan.name), blocking.execute(conn, read))
             blocking.execute(conn, sql.SQL("commit"))
             return rows
+        except BaseException:
+            blocking.rollback(conn)
+            raise
         finally:
             self._readers.put(conn)
 
