@@ -21,12 +21,15 @@ def main() -> None:
     parser.add_argument("--flush-ms", type=int, default=50)
     args = parser.parse_args()
 
-    # O_APPEND writes of one small buffer land whole or not at all, even under kill -9.
+    # kill -9 can cut a write short (the kernel checks for a fatal signal between pages), so the
+    # marker starts with a newline that ends such a line, and every line ends with "." before
+    # its newline: a line without it was cut, and the reader skips it (its record was not
+    # processed, so it was not committed either, and a later run delivers it again).
     log = os.open(os.path.join(args.state, "seen.log"), os.O_WRONLY | os.O_CREAT | os.O_APPEND, 0o644)
-    os.write(log, f"run {os.getpid()}\n".encode())
+    os.write(log, f"\nrun {os.getpid()}\n".encode())
 
     def line(item) -> bytes:
-        return f"{item.record.partition['task']} {item.record.offset['seq']}\n".encode()
+        return f"{item.record.partition['task']} {item.record.offset['seq']}.\n".encode()
 
     def consume(item) -> None:
         os.write(log, line(item))

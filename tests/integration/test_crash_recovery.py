@@ -28,8 +28,8 @@ def read_runs(state: Path) -> list[list[tuple[int, int]]]:
     for line in (state / "seen.log").read_text().splitlines():
         if line.startswith("run "):
             runs.append([])
-        elif line.count(" ") == 1:
-            task, seq = line.split()
+        elif line.endswith("."):  # whole lines only (crash_child.py says why)
+            task, seq = line.removesuffix(".").split()
             runs[-1].append((int(task), int(seq)))
     return runs
 
