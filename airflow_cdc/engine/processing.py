@@ -59,12 +59,23 @@ class BlockingGauge:
 
     THRESHOLD = 0.2
     PROBE_EVERY = 64
+    #: While the work looks CPU-bound, one inline chunk in this many is measured: the process's
+    #: CPU clock is a system call, and reading it around every chunk cost 9% of an incremental
+    #: snapshot's task thread (profile). Chunks processed inline while prefetching are probes,
+    #: always measured.
+    SAMPLE_EVERY = 8
 
     def __init__(self) -> None:
         self.off_cpu = 0.0
         self._since_probe = 0
+        self._unmeasured = self.SAMPLE_EVERY - 1  # the first chunk is measured
 
     def measure(self, work: Callable[[], None]) -> None:
+        if self.off_cpu < self.THRESHOLD and self._unmeasured < self.SAMPLE_EVERY - 1:
+            self._unmeasured += 1
+            work()
+            return
+        self._unmeasured = 0
         wall, cpu = time.perf_counter(), time.process_time()
         work()
         wall, cpu = time.perf_counter() - wall, time.process_time() - cpu

@@ -214,6 +214,26 @@ def test_blocking_gauge_tells_cpu_work_from_blocking_work():
     assert answers[:-1] == [True] * (BlockingGauge.PROBE_EVERY - 1) and answers[-1] is False
 
 
+def test_blocking_gauge_samples_cpu_bound_chunks_and_measures_blocking_ones(monkeypatch):
+    from airflow_cdc.engine.processing import BlockingGauge
+
+    reads = []
+    clock = time.process_time
+    monkeypatch.setattr(time, "process_time", lambda: reads.append(1) or clock())
+    gauge = BlockingGauge()
+    for _ in range(2 * BlockingGauge.SAMPLE_EVERY):
+        gauge.measure(lambda: sum(range(1_000)))
+    assert len(reads) == 2 * 2  # two chunks measured, two clock reads each
+    reads.clear()
+    for _ in range(BlockingGauge.SAMPLE_EVERY):
+        gauge.measure(lambda: time.sleep(0.002))
+    # Sampled until one blocking chunk is measured; from then on every inline chunk is.
+    assert gauge.off_cpu > BlockingGauge.THRESHOLD
+    reads.clear()
+    gauge.measure(lambda: time.sleep(0.002))
+    assert len(reads) == 2
+
+
 @pytest.mark.parametrize("mode", ["batch", "ordered", "unordered"])
 def test_position_markers_advance_the_offset_but_are_never_delivered(mode):
     from airflow_cdc.engine import PositionMarker, SourceConnector, SourceTask
