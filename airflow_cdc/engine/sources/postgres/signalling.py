@@ -132,7 +132,7 @@ class Signalling:
                 window, kind = record.value
                 released = self._watermark(window, kind, record.offset)
             else:
-                if snapshot.window_open:
+                if snapshot.collecting:
                     snapshot.on_change(record)
                 out.append(record)
             if released is not None:
