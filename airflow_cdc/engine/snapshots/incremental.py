@@ -6,10 +6,11 @@ the source writes into its own log (signal-table rows, or WAL messages in read-o
 
 1. write the window-open watermark; 2. read the chunk into a buffer; 3. write window-close.
 
-The stream keeps flowing. When it reaches window-open, changes to keys that are in the buffer
-evict them (the streamed change is newer, or at least as new); when it reaches window-close, what
-is left in the buffer is emitted as ``op=r`` - at that point in the stream, so every read is
-followed by every later change of its row. Nothing stops streaming.
+The stream keeps flowing. Changes to keys that are in the buffer evict them (the streamed change
+is newer, or at least as new) - DBLog counts those between the watermarks, we count every one
+since the window was queued (:meth:`IncrementalSnapshot.on_change` says why); when the stream
+reaches window-close, what is left in the buffer is emitted as ``op=r`` - at that point in the
+stream, so every read is followed by every later change of its row. Nothing stops streaming.
 
 Windows are read ahead: while the stream has not yet reached a window's close, the reader thread
 already writes the next window's watermarks and reads its chunk (from the last key of the one
@@ -459,7 +460,7 @@ class IncrementalSnapshot:
 def _surviving(
     batches: Iterator[list[SourceRecord]], dedup: Callable[[SourceRecord], Hashable], seen: set[Hashable]
 ) -> Iterator[list[SourceRecord]]:
-    """The rows whose key did not change in the stream while their window was open."""
+    """The rows whose key did not change in the stream since their window was queued."""
     for records in batches:
         if seen:
             records = [record for record in records if dedup(record) not in seen]

@@ -3,8 +3,8 @@ watermarks in the signal table (or WAL messages in read-only mode), and the sign
 recognised in the stream.
 
 Chunk keys travel as the server's text for each key column and are compared by the server
-(``(k1, k2) > ($1::type1, $2::type2)``), so composite keys and any orderable type work and no
-value is ever re-encoded on our side.
+(``(k1, k2) > ('text1'::type1, 'text2'::type2)``, the texts as literals), so composite keys and
+any orderable type work and no value is ever re-encoded on our side.
 """
 
 from __future__ import annotations
