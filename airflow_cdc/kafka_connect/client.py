@@ -1,0 +1,280 @@
+"""A small client for Kafka Connect's REST API, sync (``ConnectClient``) and async
+(``AsyncConnectClient``) on httpx.
+
+Both build the same ``_Call`` for every operation, so the two cannot drift apart: only sending
+differs. Connect answers errors as ``{"error_code": ..., "message": ...}``; they become
+``ConnectRestError`` with that message. A worker that cannot answer now (refused connection,
+timeout, 409 during a rebalance, 503) is ``ConnectUnavailableError``, which is retriable.
+"""
+
+from __future__ import annotations
+
+import time
+from collections.abc import Callable, Mapping
+from dataclasses import dataclass, field
+from typing import Any
+from urllib.parse import quote
+
+import httpx
+
+from airflow_cdc.engine.errors import CdcError, RetriableError
+
+#: Connector and task states as Connect reports them.
+RUNNING, FAILED, PAUSED, STOPPED, UNASSIGNED, RESTARTING = (
+    "RUNNING",
+    "FAILED",
+    "PAUSED",
+    "STOPPED",
+    "UNASSIGNED",
+    "RESTARTING",
+)
+
+
+class ConnectRestError(CdcError):
+    """Connect refused a request; ``status`` is the HTTP status, ``message`` Connect's words."""
+
+    def __init__(self, method: str, url: str, status: int, message: str) -> None:
+        self.method, self.url, self.status, self.message = method, url, status, message
+        super().__init__(f"Kafka Connect {method} {url} -> {status}: {message}")
+
+
+class ConnectUnavailableError(ConnectRestError, RetriableError):
+    """Connect cannot answer now (unreachable, rebalancing, starting): worth trying again."""
+
+
+@dataclass(frozen=True)
+class TaskStatus:
+    id: int
+    state: str
+    worker_id: str
+    trace: str | None = None
+
+
+@dataclass(frozen=True)
+class ConnectorStatus:
+    """``GET /connectors/{name}/status``."""
+
+    name: str
+    state: str
+    worker_id: str
+    type: str | None
+    tasks: tuple[TaskStatus, ...] = ()
+    trace: str | None = None
+
+    @classmethod
+    def from_json(cls, body: Mapping[str, Any]) -> ConnectorStatus:
+        connector = body.get("connector", {})
+        return cls(
+            name=body["name"],
+            state=connector.get("state", UNASSIGNED),
+            worker_id=connector.get("worker_id", ""),
+            type=body.get("type"),
+            trace=connector.get("trace"),
+            tasks=tuple(
+                TaskStatus(t["id"], t.get("state", UNASSIGNED), t.get("worker_id", ""), t.get("trace"))
+                for t in body.get("tasks", [])
+            ),
+        )
+
+    @property
+    def running(self) -> bool:
+        """The connector and all of its tasks (at least one) are RUNNING."""
+        return self.state == RUNNING and bool(self.tasks) and all(t.state == RUNNING for t in self.tasks)
+
+    @property
+    def failures(self) -> list[str]:
+        """The failed connector or tasks, each with its trace's first line."""
+        failed = []
+        if self.state == FAILED:
+            failed.append(f"connector {self.name}: {_first_line(self.trace)}")
+        failed += [f"task {t.id}: {_first_line(t.trace)}" for t in self.tasks if t.state == FAILED]
+        return failed
+
+
+def _first_line(trace: str | None) -> str:
+    return (trace or "no trace").strip().splitlines()[0] if trace else "no trace"
+
+
+@dataclass(frozen=True)
+class _Call:
+    """One REST request and how to read its answer."""
+
+    method: str
+    path: str
+    body: Any = None
+    params: Mapping[str, Any] = field(default_factory=dict)
+    parse: Callable[[httpx.Response], Any] = lambda response: response.json() if response.content else None
+
+
+def _path(*parts: str) -> str:
+    return "/" + "/".join(quote(part, safe="") for part in parts)
+
+
+class _Calls:
+    """Every operation as a ``_Call``; subclasses say how to send one."""
+
+    def _send(self, call: _Call) -> Any:
+        raise NotImplementedError
+
+    def version(self) -> Any:
+        """``{"version", "commit", "kafka_cluster_id"}``."""
+        return self._send(_Call("GET", "/"))
+
+    def plugins(self) -> Any:
+        """The connector classes installed: ``[{"class", "type", "version"}, ...]``."""
+        return self._send(_Call("GET", "/connector-plugins"))
+
+    def connectors(self) -> Any:
+        return self._send(_Call("GET", "/connectors"))
+
+    def create(self, name: str, config: Mapping[str, Any]) -> Any:
+        """Create a connector; ``ConnectRestError`` (409) if one has that name."""
+        return self._send(_Call("POST", "/connectors", {"name": name, "config": _strings(config)}))
+
+    def put_config(self, name: str, config: Mapping[str, Any]) -> Any:
+        """Create the connector, or replace its config."""
+        return self._send(_Call("PUT", _path("connectors", name, "config"), _strings(config)))
+
+    def config(self, name: str) -> Any:
+        return self._send(_Call("GET", _path("connectors", name, "config")))
+
+    def status(self, name: str) -> Any:
+        return self._send(_Call("GET", _path("connectors", name, "status"), parse=_status))
+
+    def pause(self, name: str) -> Any:
+        return self._send(_Call("PUT", _path("connectors", name, "pause")))
+
+    def resume(self, name: str) -> Any:
+        return self._send(_Call("PUT", _path("connectors", name, "resume")))
+
+    def stop(self, name: str) -> Any:
+        """Stop the connector and its tasks, keeping its config (the state offsets change in)."""
+        return self._send(_Call("PUT", _path("connectors", name, "stop")))
+
+    def restart(self, name: str, *, include_tasks: bool = False, only_failed: bool = False) -> Any:
+        params = {"includeTasks": str(include_tasks).lower(), "onlyFailed": str(only_failed).lower()}
+        return self._send(_Call("POST", _path("connectors", name, "restart"), params=params))
+
+    def delete(self, name: str) -> Any:
+        return self._send(_Call("DELETE", _path("connectors", name)))
+
+    def offsets(self, name: str) -> Any:
+        """``[{"partition": {...}, "offset": {...}}, ...]`` (Connect 3.5+)."""
+        return self._send(_Call("GET", _path("connectors", name, "offsets"), parse=lambda r: r.json()["offsets"]))
+
+    def alter_offsets(self, name: str, offsets: list[Mapping[str, Any]]) -> Any:
+        """Set offsets (``offset`` None removes one); the connector must be STOPPED."""
+        return self._send(_Call("PATCH", _path("connectors", name, "offsets"), {"offsets": offsets}))
+
+    def reset_offsets(self, name: str) -> Any:
+        """Remove every offset of the connector; it must be STOPPED."""
+        return self._send(_Call("DELETE", _path("connectors", name, "offsets")))
+
+    def validate(self, connector_class: str, config: Mapping[str, Any]) -> Any:
+        """Connect's validation of a config: ``{"error_count", "configs": [...]}``."""
+        short = connector_class.rsplit(".", 1)[-1]
+        body = _strings({"connector.class": connector_class, **config})
+        return self._send(_Call("PUT", _path("connector-plugins", short, "config", "validate"), body))
+
+
+def _strings(config: Mapping[str, Any]) -> dict[str, str]:
+    """Connect configs are string maps; Python values are written as Connect expects them."""
+    return {key: (str(value).lower() if isinstance(value, bool) else str(value)) for key, value in config.items()}
+
+
+def _status(response: httpx.Response) -> ConnectorStatus:
+    return ConnectorStatus.from_json(response.json())
+
+
+def validation_errors(answer: Mapping[str, Any]) -> list[str]:
+    """``"key: message"`` for every error in an answer of ``validate()``."""
+    return [
+        f"{item['value']['name']}: {error}" for item in answer.get("configs", []) for error in item["value"]["errors"]
+    ]
+
+
+def _check(call: _Call, response: httpx.Response) -> Any:
+    if response.is_success:
+        return call.parse(response)
+    try:
+        message = response.json().get("message") or response.text
+    except ValueError:
+        message = response.text or response.reason_phrase
+    error = ConnectUnavailableError if response.status_code in (409, 503) else ConnectRestError
+    raise error(call.method, str(response.url), response.status_code, message)
+
+
+def _unavailable(call: _Call, base_url: str, exc: httpx.TransportError) -> ConnectUnavailableError:
+    return ConnectUnavailableError(call.method, f"{base_url}{call.path}", 0, f"{type(exc).__name__}: {exc}")
+
+
+class ConnectClient(_Calls):
+    """Synchronous client: ``ConnectClient("http://127.0.0.1:8083")``; a context manager."""
+
+    def __init__(self, url: str, *, timeout: float = 30.0, auth: tuple[str, str] | None = None) -> None:
+        self.url = url.rstrip("/")
+        self._http = httpx.Client(base_url=self.url, timeout=timeout, auth=auth)
+
+    def _send(self, call: _Call) -> Any:
+        try:
+            response = self._http.request(call.method, call.path, json=call.body, params=dict(call.params))
+        except httpx.TransportError as exc:
+            raise _unavailable(call, self.url, exc) from exc
+        return _check(call, response)
+
+    def wait_running(self, name: str, *, timeout: float = 60.0) -> ConnectorStatus:
+        """Poll the status until the connector and its tasks run; fail at once with the trace of a
+        FAILED connector or task, or at the deadline with the last status."""
+        deadline = time.monotonic() + timeout
+        status: ConnectorStatus | None = None
+        while True:
+            try:
+                status = self.status(name)
+            except ConnectRestError as exc:
+                if exc.status not in (0, 404, 409, 503):  # not created yet, or rebalancing
+                    raise
+            else:
+                if status.running:
+                    return status
+                if status.failures:
+                    raise ConnectRestError(
+                        "GET", f"{self.url}/connectors/{name}/status", 200, "; ".join(status.failures)
+                    )
+            if time.monotonic() > deadline:
+                raise ConnectRestError(
+                    "GET", f"{self.url}/connectors/{name}/status", 200, f"not RUNNING after {timeout:.0f}s: {status}"
+                )
+            time.sleep(0.1)
+
+    def close(self) -> None:
+        self._http.close()
+
+    def __enter__(self) -> ConnectClient:
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        self.close()
+
+
+class AsyncConnectClient(_Calls):
+    """The same operations as coroutines (for triggers): ``await client.status(name)``."""
+
+    def __init__(self, url: str, *, timeout: float = 30.0, auth: tuple[str, str] | None = None) -> None:
+        self.url = url.rstrip("/")
+        self._http = httpx.AsyncClient(base_url=self.url, timeout=timeout, auth=auth)
+
+    async def _send(self, call: _Call) -> Any:
+        try:
+            response = await self._http.request(call.method, call.path, json=call.body, params=dict(call.params))
+        except httpx.TransportError as exc:
+            raise _unavailable(call, self.url, exc) from exc
+        return _check(call, response)
+
+    async def aclose(self) -> None:
+        await self._http.aclose()
+
+    async def __aenter__(self) -> AsyncConnectClient:
+        return self
+
+    async def __aexit__(self, *exc: object) -> None:
+        await self.aclose()
