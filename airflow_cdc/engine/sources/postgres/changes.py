@@ -109,17 +109,15 @@ def plan_table(
     modes: ValueModes,
     filters: TableFilter,
 ) -> TableSchema:
-    plans = [
-        ColumnPlan(
-            column,
-            index,
-            converter_for(type_oid, typmod, modes, catalog.type),
-            unavailable_value(type_oid, modes, catalog.type),
-            catalog.type(type_oid).name,
-        )
-        for index, (column, type_oid, typmod) in enumerate(columns)
-        if filters.column(schema, name, column)
-    ]
+    plans = []
+    for index, (column, type_oid, typmod) in enumerate(columns):
+        if not filters.column(schema, name, column):
+            continue
+        convert = converter_for(type_oid, typmod, modes, catalog.type)
+        if convert is None:  # a type Debezium has no schema for: the column is left out, as there
+            continue
+        placeholder = unavailable_value(type_oid, modes, catalog.type)
+        plans.append(ColumnPlan(column, index, convert, placeholder, catalog.type(type_oid).name))
     return TableSchema(schema, name, topic, plans, key)
 
 
