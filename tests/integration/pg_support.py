@@ -34,13 +34,17 @@ def engine_config(pg_server: Any, database: str, **extra: Any) -> dict[str, Any]
     }
 
 
+#: The signal table's rows (signals, watermarks) are change events too, but no target's rows.
+SIGNAL_TABLE = "debezium_signal"
+
+
 def apply(events: list[dict[str, Any]], image: dict[str, dict[str, Any]] | None = None) -> dict[str, dict[str, Any]]:
     """Apply change events in order: the target a consumer would build."""
     image = {} if image is None else image
     for event in events:
         value = event.get("value")
-        if value is None:
-            continue  # a tombstone
+        if value is None or value["source"].get("table") == SIGNAL_TABLE:
+            continue  # a tombstone, or a signal
         key = json.dumps(event["key"], sort_keys=True)
         if value["op"] in ("c", "r", "u"):
             image[key] = value["after"]

@@ -138,7 +138,13 @@ def test_snapshot_under_a_write_storm_converges_to_the_source(
     assert reads and all(e["value"]["source"]["snapshot"] == "incremental" for e in reads)
     keys = [e["key"]["id"] for e in reads]
     assert len(keys) == len(set(keys))  # every row read once: no overlap between readers or chunks
-    assert not collector.snapshot("shop.public.debezium_signal")  # signal rows are never emitted
+    # The signal and the watermark rows are change events too, as in Debezium: the signal, then
+    # one open and one close (insert_insert) or one open and its delete (insert_delete) a window.
+    signal_rows = collector.snapshot("shop.public.debezium_signal")
+    assert signal_rows[0]["key"] == {"id": signal_id}
+    windows = [e["value"]["after"] for e in signal_rows[1:] if e["value"] and e["value"]["op"] == "c"]
+    assert windows and all(w["type"].startswith("snapshot-window-") for w in windows)
+    assert all(json.loads(w["data"])["correlationId"] == signal_id for w in windows)
 
 
 def test_notifications_in_order_with_counts_and_estimates(pg_server: Any, pg_database: str) -> None:

@@ -48,7 +48,13 @@ class ScriptedSource:
         return ("3",)
 
     def read_window(
-        self, window_id: str, plan: TablePlan, after: tuple[str, ...] | None, upto: tuple[str, ...], limit: int
+        self,
+        window_id: str,
+        plan: TablePlan,
+        after: tuple[str, ...] | None,
+        upto: tuple[str, ...],
+        limit: int,
+        correlation_id: str | None = None,
     ) -> Chunk:
         return Chunk(Rows([1, 2, 3]), ("3",), True)
 

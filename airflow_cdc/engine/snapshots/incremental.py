@@ -31,7 +31,6 @@ from __future__ import annotations
 import logging
 import re
 import time
-import uuid
 from collections import deque
 from collections.abc import Callable, Hashable, Iterator, Mapping
 from concurrent.futures import Future, ThreadPoolExecutor
@@ -42,6 +41,7 @@ import orjson
 
 from airflow_cdc.engine.notifications import INCREMENTAL, Notification, NotificationBus
 from airflow_cdc.engine.records import Offset, SourceRecord
+from airflow_cdc.engine.signals import watermark
 from airflow_cdc.engine.signals.signal import AdditionalCondition, Signal, SignalError
 
 log = logging.getLogger(__name__)
@@ -144,11 +144,18 @@ class ChunkSource(Protocol):
     def max_key(self, plan: TablePlan) -> tuple[str, ...] | None: ...
 
     def read_window(
-        self, window_id: str, plan: TablePlan, after: tuple[str, ...] | None, upto: tuple[str, ...], limit: int
+        self,
+        window_id: str,
+        plan: TablePlan,
+        after: tuple[str, ...] | None,
+        upto: tuple[str, ...],
+        limit: int,
+        correlation_id: str | None = None,
     ) -> Chunk:
         """One window: write the open watermark into the source's log, read about ``limit`` rows
         with after < key <= upto in key order, write the close watermark - each committed before
-        the next begins (a source may send all three in one round trip)."""
+        the next begins (a source may send all three in one round trip). ``correlation_id`` is
+        the signal that asked for the snapshot, for the watermarks' metadata."""
 
     def dedup_key(self, record: SourceRecord) -> Hashable:
         """The identity of a row, equal for its snapshot read and its streamed changes."""
@@ -306,8 +313,8 @@ class IncrementalSnapshot:
         window before it read."""
         assert context.max_key is not None
         before = self._windows[-1].read if self._windows else None
-        window = uuid.uuid4().hex
-        read = self._reader().submit(self._read, window, plan, before, context.last_key, context.max_key)
+        window = watermark.window_id()
+        read = self._reader().submit(self._read, window, plan, before, context.last_key, context.max_key, context.id)
         self._windows.append(_Window(window, self.source.topic_of(plan.name), read))
 
     def _read(
@@ -317,6 +324,7 @@ class IncrementalSnapshot:
         before: Future[Chunk | None] | None,
         after: tuple[str, ...] | None,
         upto: tuple[str, ...],
+        correlation_id: str | None = None,
     ) -> Chunk | None:
         if before is not None:
             # Done already (one reader thread, in order); if it failed, this one fails with it.
@@ -324,7 +332,7 @@ class IncrementalSnapshot:
             if previous is None or _table_ends(previous, upto):
                 return None
             after = previous.last_key
-        return self.source.read_window(window, plan, after, upto, self.chunk_size)
+        return self.source.read_window(window, plan, after, upto, self.chunk_size, correlation_id)
 
     def _reader(self) -> ThreadPoolExecutor:
         if self._executor is None:

@@ -135,6 +135,26 @@ def ensure_publication(conn: Conn, name: str, mode: str, tables: Sequence[TableC
     conn.execute(sql.SQL(verb).format(sql.Identifier(name), table_list))
 
 
+_QUOTED_DEFAULT = re.compile(r"^'((?:[^']|'')*)'(?:::[\w\s\".\[\]()]+)*$", re.DOTALL)
+_PLAIN_DEFAULT = re.compile(r"^\(?(-?\d+(?:\.\d+)?(?:[eE][-+]?\d+)?|true|false)\)?(?:::[\w\s\".\[\]()]+)*$")
+
+
+def default_literal(expression: str | None) -> str | None:
+    """The text of a column default that is a constant (``'abc'::text``, ``42``, ``true``), as the
+    column's text output would be; None for an expression (``nextval(...)``, ``now()``), whose
+    value only the server knows. Debezium evaluates no expressions either."""
+    if expression is None:
+        return None
+    quoted = _QUOTED_DEFAULT.match(expression)
+    if quoted:
+        return quoted.group(1).replace("''", "'")
+    plain = _PLAIN_DEFAULT.match(expression)
+    if plain:
+        text = plain.group(1)
+        return {"true": "t", "false": "f"}.get(text, text)
+    return None
+
+
 _TYPES = "select oid::int, typname, typcategory, typtype, typelem::int, typbasetype::int from pg_type"
 
 
@@ -156,6 +176,34 @@ class Catalog:
             info = TypeInfo(*row) if row else TypeInfo(oid, f"oid{oid}", "U", "b")
             self._types[oid] = info
         return info
+
+    def not_null_columns(self, relation_oid: int) -> dict[str, str | None]:
+        """The NOT NULL columns of a table, each with its default as the column's text output
+        when the default is a constant (``'1.5'`` of a numeric(5,2) prints ``1.50``), else None."""
+        rows = self._conn.execute(
+            """
+            select a.attname, pg_get_expr(d.adbin, d.adrelid), format_type(a.atttypid, a.atttypmod)
+            from pg_attribute a
+            left join pg_attrdef d on d.adrelid = a.attrelid and d.adnum = a.attnum
+            where a.attrelid = %s and a.attnum > 0 and not a.attisdropped and a.attnotnull
+            """,
+            (relation_oid,),
+        ).fetchall()
+        return {name: self._constant_text(default, type_sql) for name, default, type_sql in rows}
+
+    def _constant_text(self, default: str | None, type_sql: str) -> str | None:
+        literal = default_literal(default)
+        if literal is None:
+            return None  # an expression: only evaluating it would tell, and it may have effects
+        try:
+            with self._conn.transaction():
+                # format('%s') prints with the type's output function, as the stream does ('t',
+                # where a cast to text would give 'true').
+                query = sql.SQL("select format('%s', cast(cast({} as text) as {}))")
+                row = self._conn.execute(query.format(sql.Literal(literal), sql.SQL(type_sql))).fetchone()
+        except psycopg.Error:
+            return None
+        return row[0] if row else None
 
     def primary_key(self, relation_oid: int) -> list[str]:
         rows = self._conn.execute(

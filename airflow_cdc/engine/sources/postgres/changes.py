@@ -14,7 +14,7 @@ from __future__ import annotations
 
 import logging
 import time
-from collections.abc import Callable
+from collections.abc import Callable, Mapping
 from dataclasses import dataclass
 from typing import Any
 
@@ -23,6 +23,7 @@ from airflow_cdc.engine.envelope import Op
 from airflow_cdc.engine.records import Offset, Partition, PositionMarker, SourceRecord
 from airflow_cdc.engine.sources.postgres import pgoutput
 from airflow_cdc.engine.sources.postgres.catalog import Catalog, TableFilter
+from airflow_cdc.engine.sources.postgres.fallbacks import fallback_value
 from airflow_cdc.engine.sources.postgres.pgoutput import UNCHANGED_TOAST, ColumnValue
 from airflow_cdc.engine.sources.postgres.types import Converter, ValueModes, converter_for, unavailable_value
 
@@ -38,6 +39,10 @@ class ColumnPlan:
     convert: Converter
     placeholder: Any
     type_name: str
+    #: NOT NULL columns only: the value Debezium gives it when the server sent none (the non-key
+    #: columns of a key-only old tuple): its constant default, else the type's fallback.
+    fallback: Any = None
+    not_null: bool = False
 
 
 @dataclass
@@ -50,6 +55,7 @@ class TableSchema:
 
     def __post_init__(self) -> None:
         self._fast = [(c.name, c.index, c.convert) for c in self.columns]
+        self._fallbacks = [(c.name, c.fallback) for c in self.columns if c.not_null]
 
     def row(self, values: tuple[str | None, ...]) -> dict[str, Any]:
         """A row of text values (COPY in a snapshot) as Debezium values."""
@@ -92,6 +98,26 @@ class TableSchema:
                     out[column.name] = text
         return out
 
+    def old_row(self, values: tuple[ColumnValue, ...], key_only: bool) -> dict[str, Any]:
+        """An old tuple's row. A key-only one gets Debezium's value for each NOT NULL column it
+        lacks (JdbcValueConverters.convertValue: the column's default, else the type's fallback)."""
+        row = self.wire_row(values)
+        if key_only:
+            for name, fallback in self._fallbacks:
+                if row.get(name) is None:
+                    row[name] = fallback
+        return row
+
+    def with_old_toasted(
+        self, after: dict[str, Any], new: tuple[ColumnValue, ...], before: dict[str, Any]
+    ) -> dict[str, Any]:
+        """An unchanged TOASTed value takes the old tuple's value when the server sent one
+        (REPLICA IDENTITY FULL), as Debezium does; otherwise it stays the placeholder."""
+        for column in self.columns:
+            if column.index < len(new) and new[column.index] is UNCHANGED_TOAST and before.get(column.name) is not None:
+                after[column.name] = before[column.name]
+        return after
+
     def key_of(self, row: dict[str, Any] | None) -> dict[str, Any] | None:
         if not self.key or row is None:
             return None
@@ -108,7 +134,10 @@ def plan_table(
     catalog: Catalog,
     modes: ValueModes,
     filters: TableFilter,
+    not_null: Mapping[str, str | None] | None = None,
 ) -> TableSchema:
+    """How to turn one table's rows into Debezium's values; ``not_null`` maps the NOT NULL
+    columns to their constant defaults' text (``Catalog.not_null_columns``)."""
     plans = []
     for index, (column, type_oid, typmod) in enumerate(columns):
         if not filters.column(schema, name, column):
@@ -117,8 +146,21 @@ def plan_table(
         if convert is None:  # a type Debezium has no schema for: the column is left out, as there
             continue
         placeholder = unavailable_value(type_oid, modes, catalog.type)
-        plans.append(ColumnPlan(column, index, convert, placeholder, catalog.type(type_oid).name))
+        plan = ColumnPlan(column, index, convert, placeholder, catalog.type(type_oid).name)
+        if not_null is not None and column in not_null:
+            plan.not_null = True
+            plan.fallback = _fallback(convert, not_null[column], type_oid, typmod, modes, catalog)
+        plans.append(plan)
     return TableSchema(schema, name, topic, plans, key)
+
+
+def _fallback(convert: Converter, text: str | None, oid: int, typmod: int, modes: ValueModes, catalog: Catalog) -> Any:
+    if text is not None:
+        try:
+            return convert(text)
+        except (ValueError, ArithmeticError):
+            pass  # a constant the converter cannot read: Debezium logs and uses the fallback too
+    return fallback_value(oid, typmod, modes, catalog.type)
 
 
 class ChangeBuilder:
@@ -145,6 +187,13 @@ class ChangeBuilder:
         self.xid: int | None = None
         self.commit_time_us = 0
         self.last_completed = int(resume["lsn_commit"]) if resume and resume.get("lsn_commit") else 0  # type: ignore[arg-type]
+        #: The end of the last COMMIT streamed, for ``source.sequence`` (Debezium's lastCommitLsn:
+        #: unknown - null - until the first commit after a fresh start, the stored one after a
+        #: restart; heartbeats do not move it, unlike ``last_completed``).
+        self._sequence_head = f'["{self.last_completed}",' if self.last_completed else "[null,"
+        #: The replication origin of the transaction being streamed (pgoutput's Origin message).
+        self.origin: str | None = None
+        self.origin_lsn: int | None = None
         self._handlers: dict[type, Callable[[Any, int], list[SourceRecord]]] = {
             pgoutput.Begin: self._begin,
             pgoutput.Commit: self._commit,
@@ -154,6 +203,7 @@ class ChangeBuilder:
             pgoutput.Delete: self._row_change,
             pgoutput.Truncate: self._truncate,
             pgoutput.Message: self._message,
+            pgoutput.Origin: self._origin,
         }
         self._skip_xid: int | None = None
         self._skip_upto = (0, 0)
@@ -194,10 +244,17 @@ class ChangeBuilder:
 
     def _begin(self, message: pgoutput.Begin, lsn: int) -> list[SourceRecord]:
         self.xid, self.commit_time_us = message.xid, message.commit_time_us
+        self.origin = self.origin_lsn = None
+        return []
+
+    def _origin(self, message: pgoutput.Origin, lsn: int) -> list[SourceRecord]:
+        # Sent after Begin when the transaction was replicated from another server.
+        self.origin, self.origin_lsn = message.name, message.commit_lsn
         return []
 
     def _commit(self, message: pgoutput.Commit, lsn: int) -> list[SourceRecord]:
         marker = self.marker(message.end_lsn)
+        self._sequence_head = f'["{message.end_lsn}",'
         self.xid = None
         return [marker]
 
@@ -225,6 +282,7 @@ class ChangeBuilder:
             catalog=self._catalog,
             modes=self._modes,
             filters=self._filters,
+            not_null=self._catalog.not_null_columns(rel.oid),
         )
 
     def _already_delivered(self, lsn: int, event: int = 0) -> bool:
@@ -249,9 +307,11 @@ class ChangeBuilder:
         if isinstance(message, pgoutput.Insert):
             return self._emit(table, Op.CREATE, None, table.wire_row(message.new), lsn)
         if isinstance(message, pgoutput.Delete):
-            return self._delete(table, table.wire_row(message.old), lsn)
+            return self._delete(table, table.old_row(message.old, message.old_is_key_only), lsn)
         after = table.wire_row(message.new)
-        before = table.wire_row(message.old) if message.old is not None else None
+        before = table.old_row(message.old, message.old_is_key_only) if message.old is not None else None
+        if before is not None and UNCHANGED_TOAST in message.new:
+            after = table.with_old_toasted(after, message.new, before)
         if before is not None and table.key and table.key_of(before) != table.key_of(after):
             # The primary key changed: like Debezium, a delete of the old key, then a create.
             return self._delete(table, before, lsn) + self._emit(table, Op.CREATE, None, after, lsn)
@@ -293,7 +353,7 @@ class ChangeBuilder:
             "ts_ms": ts_ns // 1_000_000,
             "snapshot": "false",
             "db": self.database,
-            "sequence": f'["{self.last_completed}","{lsn}"]',
+            "sequence": f'{self._sequence_head}"{lsn}"]',
             "ts_us": ts_ns // 1_000,
             "ts_ns": ts_ns,
             "schema": table.schema,
@@ -301,6 +361,8 @@ class ChangeBuilder:
             "txId": self.xid,
             "lsn": lsn,
             "xmin": None,
+            "origin": self.origin,
+            "origin_lsn": self.origin_lsn,
         }
         now = time.time_ns()
         value = {

@@ -161,7 +161,6 @@ class PostgresTask(SourceTask):
                 signal_table=self.signal_table,
                 strategy=s["incremental.snapshot.watermarking.strategy"],
                 read_only=s["read.only"],
-                position=lambda: self.builder.last_completed,
                 conninfo=self.conninfo,
                 threads=s["incremental.snapshot.max.threads"],
                 batch=SNAPSHOT_BATCH,

@@ -24,6 +24,7 @@ from psycopg.types.string import TextLoader
 
 from airflow_cdc.engine.envelope import source_info
 from airflow_cdc.engine.records import Offset, Partition, SourceRecord
+from airflow_cdc.engine.signals import watermark
 from airflow_cdc.engine.signals.signal import WINDOW_CLOSE, WINDOW_OPEN, SignalError
 from airflow_cdc.engine.snapshots.incremental import NO_PRIMARY_KEY, UNKNOWN_SCHEMA, Chunk, TablePlan
 from airflow_cdc.engine.sources.postgres import blocking
@@ -56,7 +57,6 @@ class PostgresChunkSource:
         signal_table: tuple[str, str] | None,
         strategy: str,
         read_only: bool,
-        position: Any,
         conninfo: str,
         threads: int = 1,
         batch: int = 256,
@@ -76,7 +76,6 @@ class PostgresChunkSource:
         self._signal = signal_table
         self._strategy = strategy
         self._read_only = read_only
-        self._position = position  # () -> the LSN the stream is at, for source.lsn
         self._chunking: dict[tuple[str, str | None], _Chunking] = {}
         self._surrogates: dict[str, str] = {}
 
@@ -161,7 +160,13 @@ class PostgresChunkSource:
         return None if row is None else tuple(row)
 
     def read_window(
-        self, window_id: str, plan: TablePlan, after: tuple[str, ...] | None, upto: tuple[str, ...], limit: int
+        self,
+        window_id: str,
+        plan: TablePlan,
+        after: tuple[str, ...] | None,
+        upto: tuple[str, ...],
+        limit: int,
+        correlation_id: str | None = None,
     ) -> Chunk:
         """The open watermark, the chunk's read-only transaction and the close watermark commit
         in turn, so the chunk's snapshot is taken after the open watermark is in the log and the
@@ -170,7 +175,8 @@ class PostgresChunkSource:
         rows stay in libpq's results until the stream reaches the close and releases them."""
         _, schema = self._tables[plan.name]
         conn = self._window()
-        opening = self._watermark(window_id, "open")
+        opened = time.time_ns()
+        opening = self._watermark(window_id, "open", watermark.metadata(opened, None, correlation_id, plan.name))
         try:
             if self._threads > 1 and limit >= 2 * self._threads:
                 parts, complete = self._read_parallel(conn, opening, plan, after, upto, limit)
@@ -185,7 +191,8 @@ class PostgresChunkSource:
         except BaseException:
             blocking.rollback(conn)  # e.g. a parallel reader failed: the next window needs a clean connection
             raise
-        blocking.execute(conn, sql.SQL("commit; ") + self._watermark(window_id, "close"))
+        closing = watermark.metadata(opened, time.time_ns(), correlation_id, plan.name)
+        blocking.execute(conn, sql.SQL("commit; ") + self._watermark(window_id, "close", closing))
         return Chunk(_ChunkRows(parts, self._record_maker(schema, columns), self._batch), last_key, complete)
 
     def _range_query(
@@ -345,15 +352,23 @@ class PostgresChunkSource:
             sequence=None,
             schema=schema.schema,
             table=schema.name,
+            # Debezium leaves txId, lsn and xmin out of incremental snapshot events
+            # (PostgresSourceInfoStructMaker): they would name the stream's position, not the read's.
             txId=None,
-            lsn=self._position(),
+            lsn=None,
             xmin=None,
+            origin=None,
+            origin_lsn=None,
         )
         after_of, key_of, topic = columns.row_builder(schema), key_function(schema.key), schema.topic
         partition, ts_ms = self._partition, now // 1_000_000
 
         def make(rows: list[tuple[Any, ...]], offset: Offset) -> list[SourceRecord]:
-            return read_records(rows, after_of, key_of, topic, source, partition, offset, ts_ms)
+            # Debezium emits a window's rows at its close's commit, with the stream's position
+            # there as both halves of source.sequence; ours go at the close, from its position.
+            lsn = offset.get("lsn")
+            released = source if lsn is None else {**source, "sequence": f'["{lsn}","{lsn}"]'}
+            return read_records(rows, after_of, key_of, topic, released, partition, offset, ts_ms)
 
         return make
 
@@ -366,8 +381,9 @@ class PostgresChunkSource:
         return ("surrogate", row.get(column)) if column else None
 
     # -- watermarks -------------------------------------------------------------------------------
-    def _watermark(self, window_id: str, kind: str) -> sql.Composed:
-        """The statements that write a watermark, in a transaction of their own."""
+    def _watermark(self, window_id: str, kind: str, data: str) -> sql.Composed:
+        """The statements that write a watermark, in a transaction of their own (``data``: the
+        row's metadata, see :mod:`airflow_cdc.engine.signals.watermark`)."""
         if self._read_only or self._signal is None:
             write = sql.SQL("select pg_logical_emit_message(true, {}, {})").format(
                 sql.Literal(WATERMARK_PREFIX), sql.Literal(f"{kind}:{window_id}")
@@ -377,10 +393,11 @@ class PostgresChunkSource:
                 sql.Identifier(*self._signal), sql.Literal(f"{window_id}-open")
             )
         else:
-            write = sql.SQL("insert into {} (id, type, data) values ({}, {}, null)").format(
+            write = sql.SQL("insert into {} (id, type, data) values ({}, {}, {})").format(
                 sql.Identifier(*self._signal),
                 sql.Literal(f"{window_id}-{kind}"),
                 sql.Literal(WINDOW_OPEN if kind == "open" else WINDOW_CLOSE),
+                sql.Literal(data),
             )
         return sql.SQL("begin; {}; commit").format(write)
 

@@ -1,9 +1,10 @@
 """The PostgreSQL task's signals and incremental snapshot, driven from its poll loop.
 
-Signal-table rows are recognised in the stream (and never emitted): watermarks go to the
-incremental snapshot, anything else is a signal. The api, file and kafka channels are polled at
-most every :data:`CHANNEL_POLL_S`. A bad signal is answered with a ``Signal``/``REJECTED``
-notification and a log line; it never stops the stream.
+Signal-table rows are recognised in the stream: watermarks go to the incremental snapshot,
+anything else is a signal; either way the row is emitted as a change event, as Debezium does.
+The api, file and kafka channels are polled at most every :data:`CHANNEL_POLL_S`. A bad signal
+is answered with a ``Signal``/``REJECTED`` notification and a log line; it never stops the
+stream.
 """
 
 from __future__ import annotations
@@ -113,9 +114,10 @@ class Signalling:
 
     # -- the stream ------------------------------------------------------------------------------
     def watch(self, records: list[SourceRecord]) -> list[Segment]:
-        """The polled records with signal rows and watermarks taken out, in stream order: lists
-        of records, and at each window's close its chunk's rows (made records a batch at a time
-        as they are taken)."""
+        """The polled records, in stream order, with each window's chunk released after its close
+        watermark: lists of records, and at each close the chunk's rows (made records a batch at
+        a time as they are taken). Signal-table rows are acted on and stay events; WAL-message
+        watermarks (read-only snapshots) are taken out."""
         segments: list[Segment] = []
         out: list[SourceRecord] = []
         signal_topic, snapshot = self.signal_topic, self.snapshot
@@ -125,19 +127,22 @@ class Signalling:
         for record in records:
             if self.builder.offset_extra is not context:
                 record = record.replace(offset=self._restamped(record.offset))
-            released = None
+            released: Released | None = None
+            emitted: SourceRecord | None = record
             if record.topic == signal_topic and signal_topic is not None:
+                # A signal or a watermark; the row is a change event all the same, as in Debezium
+                # (EventDispatcher emits the signal table's changes after acting on them).
                 released = self._signal_row(record)
-            elif record.topic == WATERMARK_TOPIC:
+            elif record.topic == WATERMARK_TOPIC:  # a WAL-message watermark: no row, no event
                 window, kind = record.value
-                released = self._watermark(window, kind, record.offset)
-            else:
-                if snapshot.collecting:
-                    snapshot.on_change(record)
-                out.append(record)
+                released, emitted = self._watermark(window, kind, record.offset), None
+            elif snapshot.collecting:
+                snapshot.on_change(record)
             if released is not None:
                 segments += (out, released)
                 out = []
+            if emitted is not None:
+                out.append(emitted)
         segments.append(out)
         return segments
 

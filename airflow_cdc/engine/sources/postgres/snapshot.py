@@ -61,6 +61,8 @@ class SnapshotReader:
         if snapshot_name is not None:
             self._conn.execute(sql.SQL("set transaction snapshot {}").format(sql.Literal(snapshot_name)))
         settings = self._conn.execute("select current_setting('DateStyle'), current_setting('TimeZone')").fetchone()
+        #: Debezium's snapshot events carry the snapshot transaction's id.
+        self.txid = self._transaction_id()
         # The temporal expressions rely on the session settings the text converters rely on.
         self._iso_utc = settings is not None and settings[0].startswith("ISO") and settings[1] == "UTC"
         self._started_ns = time.time_ns()
@@ -72,17 +74,16 @@ class SnapshotReader:
         """Batches of ``op=r`` records, table after table; the last batch ends with the marker
         that says the snapshot is complete."""
         batch: list[SourceRecord] = []
-        for table, schema in tables:
-            for records in self._table_records(table, schema, batch_size, fetch_size):
+        for index, (table, schema) in enumerate(tables):
+            chunks = self._table_records(table, schema, batch_size, fetch_size)
+            for records in marked(chunks, first_table=index == 0, last_table=index == len(tables) - 1):
                 batch += records
-                while len(batch) > batch_size:  # at least one held back, to label the very last
+                while len(batch) > batch_size:
                     yield batch[:batch_size]
                     del batch[:batch_size]
-        if batch:
+        if batch and batch[-1].value["source"]["snapshot"] == "last":
             held = batch[-1]
-            value = dict(held.value)
-            value["source"] = {**value["source"], "snapshot": "last"}
-            batch[-1] = held.replace(value=value, offset={**held.offset, "last_snapshot_record": True})
+            batch[-1] = held.replace(offset={**held.offset, "last_snapshot_record": True})
         self._conn.rollback()
         marker = self._builder.marker(self.consistent_lsn)
         batch.append(PositionMarker.at(marker.partition, {**marker.offset, "snapshot_completed": True}))
@@ -98,12 +99,14 @@ class SnapshotReader:
             ts_ns=self._started_ns,
             db=self._builder.database,
             snapshot="true",
-            sequence=None,
+            sequence=f'[null,"{self.consistent_lsn}"]',
             schema=schema.schema,
             table=schema.name,
-            txId=None,
+            txId=self.txid,
             lsn=self.consistent_lsn,
             xmin=None,
+            origin=None,
+            origin_lsn=None,
         )
         offset = {
             "lsn": self.consistent_lsn,
@@ -121,11 +124,16 @@ class SnapshotReader:
         rows = self._rows(table.oid, columns.query(table), columns.text_oids, fetch_size)
         while chunk := list(islice(rows, chunk_size)):
             records = read_records(chunk, after_of, key_of, topic, source, partition, offset, ts_ms)
-            if self.rows == 0:
-                first = records[0]
-                records[0] = first.replace(value={**first.value, "source": {**source, "snapshot": "first"}})
             self.rows += len(records)
             yield records
+
+    def _transaction_id(self) -> int | None:
+        """``source.txId`` of snapshot events. Debezium calls ``txid_current()``, which assigns the
+        snapshot transaction an id; a transaction holding an id makes every replication slot
+        created on the server meanwhile wait for it to end (another task's, another engine's),
+        so we read the id it would have got instead: the snapshot's xmax, the first unassigned."""
+        row = self._conn.execute("select txid_snapshot_xmax(txid_current_snapshot())").fetchone()
+        return int(row[0]) if row else None
 
     def _rows(self, oid: int, query: sql.Composed, text_oids: set[int], fetch_size: int) -> Iterator[tuple[Any, ...]]:
         if CHUNKED_ROWS:
@@ -147,6 +155,41 @@ class SnapshotReader:
     def close(self) -> None:
         with contextlib.suppress(Exception):  # closing after an error must not mask it
             self._conn.close()
+
+
+def marked(
+    chunks: Iterator[list[SourceRecord]], *, first_table: bool, last_table: bool
+) -> Iterator[list[SourceRecord]]:
+    """A table's record chunks with Debezium's ``source.snapshot`` markers: ``first`` on the first
+    record of the first table, ``last`` on the last of the last table, ``first_in_data_collection``
+    and ``last_in_data_collection`` on each table's first and last (last wins over first), ``true``
+    elsewhere (RelationalSnapshotChangeEventSource.SnapshotMarkerResolver). The first and last
+    tables are the first and last in snapshot order, rows or not, as there (so an empty last
+    table means no record says ``last``). A chunk is held back until the next arrives, so its last
+    record can be labelled."""
+    held: list[SourceRecord] | None = None
+    first = True
+    for chunk in chunks:
+        if first:
+            chunk[0] = _with_marker(chunk[0], "first" if first_table else "first_in_data_collection")
+            first = False
+        if held is not None:
+            yield held
+        held = chunk
+    if held is not None:
+        held[-1] = _with_marker(held[-1], "last" if last_table else "last_in_data_collection")
+        yield held
+
+
+#: Which marker a record gets when it qualifies for several (SnapshotMarkerResolver's order).
+_MARKER_RANK = {"last": 4, "first": 3, "last_in_data_collection": 2, "first_in_data_collection": 1, "true": 0}
+
+
+def _with_marker(record: SourceRecord, marker: str) -> SourceRecord:
+    value = record.value
+    if _MARKER_RANK[value["source"]["snapshot"]] >= _MARKER_RANK[marker]:
+        return record  # a table's only record: "first" stays over "last_in_data_collection"
+    return record.replace(value={**value, "source": {**value["source"], "snapshot": marker}})
 
 
 def read_records(
