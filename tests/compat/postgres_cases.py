@@ -54,17 +54,69 @@ create table no_key (v text, n int);
 create table nothing_identity (id int primary key, v text);
 alter table nothing_identity replica identity nothing;
 create table composite_key (a int, b text, v text, primary key (a, b));
+create table not_null (id int primary key, t text not null default 'x''y', i int not null default -42,
+    b bool not null default true, n numeric(5,2) not null default 1.5, plain int not null,
+    ts timestamptz not null default now(), d date not null default '2024-01-02', v varchar(5) not null,
+    opt text default 'z');
+-- Pinning down single behaviours: hstore key order (java.util.HashMap's), arrays by element
+-- type (with and without a schema in Debezium), types Debezium does not know, numeric and
+-- float edge values, bit lengths, timestamptz precisions, BC and infinite temporals, geometry.
+create table hstores (id int primary key, h hstore);
+create table arrays_more (
+    id int primary key, anv numeric[], anvi numeric[], an0 numeric(5)[], atstz3 timestamptz(3)[],
+    atstz0 timestamptz(0)[], ats3 timestamp(3)[], atm time[], attz timetz[], af4 real[], ai2 smallint[],
+    ao oid[], abp char(2)[], ain inet[], ar int4range[], aci citext[], alt ltree[], ahs hstore[], ab3 bit(3)[],
+    ab1 bit(1)[], am money[], anm name[], avb varbit[], ax xml[], ap point[], apos positive[], apl pg_lsn[]
+);
+create table numbers_more (id int primary key, nv numeric, nvi numeric, f4 real, f8 double precision,
+    n0 numeric(12,0), m money);
+create table unknowns (id int primary key, xi xid, snap txid_snapshot, jp jsonpath, mr int4multirange,
+    rgc regclass);
+create table bits_more (id int primary key, vb1 varbit(1), bdef bit, b9 bit(9), b2 bit(2));
+create table temporal_more (id int primary key, tstz1 timestamptz(1), tstz6 timestamptz(6), ttz0 timetz(0),
+    iv interval, ts_bc timestamp, tstz_bc timestamptz, d_inf date, ts_inf timestamp, tstz_inf timestamptz,
+    ts3_inf timestamp(3));
+create table geometric_more (id int primary key, p point, pa path, po polygon, bx box, ci circle);
 create table oracle_marker (id int primary key);
 """
 
 #: One row of ordinary values, one of extreme ones, one of NULLs, per typed table; ``{id}`` is
 #: the row's id (1, 2, 3 before capture; 11, 12, 13 through the stream).
+
+
+def _hstore(pairs: list[tuple[str, str | None]]) -> str:
+    """An hstore literal built by hstore(keys, values): no hstore text escaping to get wrong."""
+
+    def literal(text: str | None) -> str:
+        return "null" if text is None else "'" + text.replace("'", "''") + "'"
+
+    keys = ", ".join(literal(k) for k, _ in pairs)
+    values = ", ".join(literal(v) for _, v in pairs)
+    return f"hstore(array[{keys}]::text[], array[{values}]::text[])".replace("{", "{{").replace("}", "}}")
+
+
+#: 20 keys (HashMap resizes 16 -> 32 buckets), odd characters, keys with equal String.hashCode
+#: ("Aa", "BB"), a character outside the BMP (two UTF-16 units in the hash).
+HSTORE_20 = [(f"key{i}", str(i * 7)) for i in range(12)] + [
+    ("Aa", "1"),
+    ("BB", None),
+    ("a b", 'x"y'),
+    ("q'uote", "back\\slash"),
+    ("ü", "✓"),
+    ("😀", "tab\tnew\nline"),
+    ("", "empty key"),
+    ("ctl\u0001", "z"),
+]
+#: 60 keys: 128 buckets after three resizes, colliding hashes ("AaAa", "BBBB", "AaBB", "BBAa").
+HSTORE_60 = [(f"k{i:02d}", f"v{i}") for i in range(56)] + [("AaAa", "1"), ("BBBB", "2"), ("AaBB", None), ("BBAa", "4")]
+
 ROWS = {
     "numbers": [
         "({id}, 1, 2, 3, 1, 2, 3, 1.5, 2.25, 12345.678, 42, 3.14159265358979, 1234567890123456789012345678.0123456789,"
         " 12.34, true, 4000000000, 7)",
         "({id}, -32768, -2147483648, -9223372036854775808, 32767, 2147483647, 9223372036854775807,"
-        " 'NaN', '-Infinity', -0.001, -999999999999, 'NaN', -0.0000000001, -92233720368547758.08, false, 0, 2147483647)",
+        " 'NaN', '-Infinity', -0.001, -999999999999, 'NaN', -0.0000000001, -92233720368547758.08, false, 0,"
+        " 2147483647)",
         "({id}, null, null, null, 5, 5, 5, null, null, null, null, null, null, null, null, null, null)",
     ],
     "texts": [
@@ -110,11 +162,11 @@ ROWS = {
         "({id}, null, null, null, null, null, null)",
     ],
     "arrays": [
-        "({id}, '{{1,NULL,3}}', '{{\"x y\",NULL,\"\",\"a,b\",\"q\\\"t\"}}', '{{1.5,-2.25}}', '{{1,2.5,NaN}}',"
+        '({id}, \'{{1,NULL,3}}\', \'{{"x y",NULL,"","a,b","q\\"t"}}\', \'{{1.5,-2.25}}\', \'{{1,2.5,NaN}}\','
         " '{{t,f}}', '{{2024-02-29,\"0044-03-15 BC\"}}', '{{\"2024-02-29 13:37:03.5\"}}',"
         " '{{\"2024-02-29 13:37:03.5+02\"}}', '{{a0eebc99-9c0b-4ef8-bb6d-6bb9bd380a11}}', array['{{\"a\": 1}}'::jsonb],"
         " '{{sad,happy}}', '{{{{1,2}},{{3,4}}}}', '{{ab,cd}}', array['\\x00ff'::bytea], '{{1.5,Infinity}}',"
-        " '{{\"1 day\",\"-2 hours\"}}')",
+        ' \'{{"1 day","-2 hours"}}\')',
         "({id}, '{{}}', '{{}}', '{{}}', '{{}}', '{{}}', '{{}}', '{{}}', '{{}}', '{{}}', '{{}}', '{{}}', '{{}}',"
         " '{{}}', '{{}}', '{{}}', '{{}}')",
         "({id}, null, null, null, null, null, null, null, null, null, null, null, null, null, null, null, null)",
@@ -122,6 +174,49 @@ ROWS = {
     "misc": [
         "({id}, 'a fat cat', 'fat & cat', '16/B374D848', '12345', true)",
         "({id}, '', 'a', '0/0', '0', false)",
+        "({id}, null, null, null, null, null)",
+    ],
+    "hstores": [
+        f"({{id}}, {_hstore(HSTORE_20)})",
+        f"({{id}}, {_hstore(HSTORE_60)})",
+        "({id}, null)",
+    ],
+    "arrays_more": [
+        "({id}, '{{1,2.50,-0.001,100}}', '{{1,Infinity}}', '{{1,-2}}', '{{\"2024-02-29 13:37:03.5+02\"}}',"
+        " '{{\"2024-02-29 13:37:03.5+02\"}}', '{{\"2024-02-29 13:37:03.5\"}}', '{{13:37:03.5}}', '{{13:37:03.5+02}}',"
+        " '{{1.5,NaN,-Infinity,0.1}}', '{{1,-2}}', '{{4000000000}}', '{{ab,c}}', '{{192.168.0.1/24}}',"
+        " '{{\"[1,10)\"}}',"
+        " '{{CiText}}', '{{a.b}}', array['a=>1'::hstore], '{{101,000}}', '{{1,0}}', '{{12.34}}', '{{nm}}', '{{101}}',"
+        " array['<a/>'::xml], array['(1,2)'::point], '{{1,2}}', '{{0/1}}')",
+        "({id}, '{{0.000}}', '{{-Infinity}}'" + ", '{{}}'" * 24 + ")",
+        "({id}" + ", null" * 26 + ")",
+    ],
+    "numbers_more": [
+        "({id}, 1.500, 'Infinity', 0.1, 1e308, 100, '-0.01')",
+        "({id}, 100, '-Infinity', '-Infinity', '-0', -12, 0)",
+        "({id}, 0.000, null, null, null, null, null)",
+    ],
+    "unknowns": [
+        "({id}, '12345', '10:20:10,14', '$.a[*] ? (@ > 1)', '{{[1,3),[5,7)}}', 'pg_class')",
+        "({id}, '0', '1:1:', '$', '{{}}', '-')",
+        "({id}, null, null, null, null, null)",
+    ],
+    "bits_more": [
+        "({id}, B'1', B'1', B'100000000', B'01')",
+        "({id}, B'0', B'0', B'000000001', B'10')",
+        "({id}, null, null, null, null)",
+    ],
+    "temporal_more": [
+        "({id}, '2024-02-29 13:37:03.56+02', '2024-02-29 13:37:03+02', '13:37:03.5+02', '1.5 months 0.000001 seconds',"
+        " '0044-03-15 13:37:03 BC', '0044-03-15 13:37:03+00 BC', 'infinity', 'infinity', 'infinity', 'infinity')",
+        "({id}, '1970-01-01 00:00:00+00', '1970-01-01 00:00:00.000001+00', '00:00:00+00',"
+        " '-1 years -2 mons +3 days -04:05:06.789', '0001-12-31 23:59:59 BC', '0001-12-31 23:59:59.5+00 BC',"
+        " '-infinity', '-infinity', '-infinity', '-infinity')",
+        "({id}, null, null, null, null, null, null, null, null, null, null)",
+    ],
+    "geometric_more": [
+        "({id}, '(NaN,Infinity)', '((0,0),(1,1),(2,0))', '((0,0),(1,0),(0,0))', '((3,4),(1,2))', '<(0.5,-1e-5),1e20>')",
+        "({id}, '(-0,1e-300)', '[(1,2)]', '((5,5),(6,6))', '((1,1),(1,1))', '<(1,1),0.5>')",
         "({id}, null, null, null, null, null)",
     ],
 }
@@ -143,6 +238,7 @@ def snapshot_statements() -> list[str]:
         "insert into full_identity values (1, 'a', repeat('z', 3000))",
         "insert into no_key values ('keyless', 1)",
         "insert into composite_key values (1, 'one', 'v')",
+        "insert into not_null (id, plain, v, opt) values (1, 1, 'v', 'o')",
     ]
 
 
@@ -174,12 +270,20 @@ STREAM: list[list[str]] = [
     # deletes of both while a publication publishes them.)
     ["insert into no_key values ('keyless 2', 2)"],
     ["insert into nothing_identity values (1, 'n')"],
+    # NOT NULL columns missing from a key-only old tuple: their default, else the type's fallback.
+    ["insert into not_null (id, plain, v, opt) values (2, 2, 'w', 'p')"],
+    ["update not_null set plain = 3 where id = 2"],
+    ["delete from not_null where id = 2"],
+    ["update not_null set id = 3 where id = 1"],
     # Primary-key changes: delete + tombstone + create, single and composite keys.
     ["update numbers set id = 20 where id = 11"],
     ["update composite_key set b = 'uno' where a = 1"],
     # A multi-statement transaction across tables, then TRUNCATE (op=t when not skipped).
     ["insert into composite_key values (2, 'two', 'x')", "insert into no_key values ('in tx', 9)"],
     ["truncate composite_key"],
+    # Logical decoding messages: in a transaction (with its id), and outside one.
+    ["insert into no_key values ('with a message', 10)", "select pg_logical_emit_message(true, 'app', 'in a tx')"],
+    ["select pg_logical_emit_message(false, 'app', '\\x00ff'::bytea)"],
     ["insert into composite_key values (3, 'three', 'y')"],
 ]
 

@@ -1,19 +1,20 @@
 """Print the differences of a dumped oracle run, one per line, for reading them at leisure:
 
-    CDC_ORACLE_DUMP=/tmp/oracle.json pytest tests/compat
-    python -m tests.compat.show_differences /tmp/oracle.json [VARIANT]
+CDC_ORACLE_DUMP=/tmp/oracle.json pytest tests/compat
+python -m tests.compat.show_differences /tmp/oracle.json [VARIANT]
 """
 
 from __future__ import annotations
 
 import json
 import sys
+from pathlib import Path
 
 from tests.compat.oracle import Event, compare
 
 
 def main(argv: list[str]) -> None:
-    dump = json.loads(open(argv[0]).read())
+    dump = json.loads(Path(argv[0]).read_text())
     for variant in argv[1:] or list(dump):
         theirs, ours = ({t: [Event(**e) for e in es] for t, es in side.items()} for side in dump[variant])
         for problem in compare(theirs, ours):

@@ -81,13 +81,16 @@ insert into infinite values
     (2, '-infinity', '-infinity', '-infinity', '-infinity', null, null);
 """
 POS_US, NEG_US = 9_223_372_036_825_200_000, -9_223_372_036_832_400_000
-POS_DAYS, NEG_DAYS = -2_147_472_692, -2_147_472_691
+#: The oracle (tests/compat): streamed dates +5877611-06-21 / -5877611-06-22; the snapshot's are
+#: pgjdbc's java.sql.Date infinity constants as LocalDate.
+POS_DAYS, NEG_DAYS = 2_146_033_979, -2_147_472_691
+SNAPSHOT_POS_DAYS, SNAPSHOT_NEG_DAYS = -622_191_234, -625_821_272
 
 
 @pytest.mark.parametrize("mode", ["adaptive", "adaptive_time_microseconds", "connect"])
 def test_infinite_values_snapshot_and_stream_as_debezium_emits_them(pg_server: Any, pg_database: str, mode: str):
     """The JsonSerializer carries them (a value past int64 used to stop the stream) and they are
-    Debezium's: timestamps pgjdbc's infinity read as microseconds, dates -5877611-06-2x."""
+    Debezium's: MicroTimestamp Long.MAX/MIN_VALUE, milliseconds pgjdbc's infinity unchanged."""
     with pg_server.connect(pg_database) as conn:
         conn.execute(INFINITE)
     collected = Collector()
@@ -98,17 +101,18 @@ def test_infinite_values_snapshot_and_stream_as_debezium_emits_them(pg_server: A
         with pg_server.connect(pg_database) as conn:
             conn.execute(INFINITE.split(";")[1].replace("(1,", "(11,").replace("(2,", "(12,"))
         wait_until(lambda: len(collected.snapshot()) == 4, 30, "streamed rows")
-    ts_div = 1000 if mode == "connect" else 1
-    pos_ts, neg_ts = POS_US // ts_div, NEG_US // ts_div
+    pos_ts, neg_ts = (POS_US, NEG_US) if mode == "connect" else (2**63 - 1, -(2**63))
     expected = {
-        1: {"d": POS_DAYS, "ts": pos_ts, "ts3": POS_US // 1000, "tstz": "infinity"},
-        2: {"d": NEG_DAYS, "ts": neg_ts, "ts3": NEG_US // 1000, "tstz": "-infinity"},
+        1: {"d": POS_DAYS, "ts": pos_ts, "ts3": POS_US, "tstz": "infinity"},
+        2: {"d": NEG_DAYS, "ts": neg_ts, "ts3": NEG_US, "tstz": "-infinity"},
     }
+    snapshot_days = {1: SNAPSHOT_POS_DAYS, 2: SNAPSHOT_NEG_DAYS}
     events = {e["value"]["after"]["id"]: e["value"] for e in collected.snapshot()}
     assert sorted(events) == [1, 2, 11, 12]
     for id_, event in events.items():
         assert event["op"] == ("r" if id_ < 10 else "c")
         after = event["after"]
-        assert {k: after[k] for k in ("d", "ts", "ts3", "tstz")} == expected[id_ % 10], id_
+        want = {**expected[id_ % 10], **({"d": snapshot_days[id_]} if id_ < 10 else {})}
+        assert {k: after[k] for k in ("d", "ts", "ts3", "tstz")} == want, id_
         if id_ % 10 == 1:
             assert after["d_arr"] == [POS_DAYS, NEG_DAYS] and after["ts_arr"] == [pos_ts, neg_ts]

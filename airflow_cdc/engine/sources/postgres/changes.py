@@ -13,6 +13,7 @@ that transaction's records up to (``lsn``, ``event``) were delivered already and
 from __future__ import annotations
 
 import logging
+import re
 import time
 from collections.abc import Callable, Mapping
 from dataclasses import dataclass
@@ -25,11 +26,21 @@ from airflow_cdc.engine.sources.postgres import pgoutput
 from airflow_cdc.engine.sources.postgres.catalog import Catalog, TableFilter
 from airflow_cdc.engine.sources.postgres.fallbacks import fallback_value
 from airflow_cdc.engine.sources.postgres.pgoutput import UNCHANGED_TOAST, ColumnValue
-from airflow_cdc.engine.sources.postgres.types import Converter, ValueModes, converter_for, unavailable_value
+from airflow_cdc.engine.sources.postgres.types import (
+    Converter,
+    ValueModes,
+    binary_encoder,
+    converter_for,
+    unavailable_value,
+)
 
 log = logging.getLogger(__name__)
 
 CONNECTOR = "postgresql"
+#: Prefixes of the engine's own logical decoding messages: the heartbeat that keeps an idle slot
+#: moving, and the watermarks of read-only incremental snapshots.
+HEARTBEAT_PREFIX = "airflow-cdc-heartbeat"
+WATERMARK_PREFIX = "airflow-cdc-watermark"
 
 
 @dataclass
@@ -142,7 +153,7 @@ def plan_table(
     for index, (column, type_oid, typmod) in enumerate(columns):
         if not filters.column(schema, name, column):
             continue
-        convert = converter_for(type_oid, typmod, modes, catalog.type)
+        convert = converter_for(type_oid, typmod, modes, catalog.type, column=f"{schema}.{name}.{column}")
         if convert is None:  # a type Debezium has no schema for: the column is left out, as there
             continue
         placeholder = unavailable_value(type_oid, modes, catalog.type)
@@ -163,6 +174,23 @@ def _fallback(convert: Converter, text: str | None, oid: int, typmod: int, modes
     return fallback_value(oid, typmod, modes, catalog.type)
 
 
+@dataclass(frozen=True)
+class MessageFilter:
+    """Which logical decoding messages become ``op=m`` events (Debezium's
+    ``message.prefix.include.list`` / ``exclude.list``, regexes on the whole prefix). The
+    engine's own heartbeat and watermark messages never do: they are its bookkeeping."""
+
+    topic: str
+    include: tuple[re.Pattern[str], ...] = ()
+    exclude: tuple[re.Pattern[str], ...] = ()
+    def emitted(self, prefix: str) -> bool:
+        if prefix in (HEARTBEAT_PREFIX, WATERMARK_PREFIX):
+            return False
+        if self.include and not any(p.fullmatch(prefix) for p in self.include):
+            return False
+        return not any(p.fullmatch(prefix) for p in self.exclude)
+
+
 class ChangeBuilder:
     """Keeps the transaction and relation state of one stream and builds its records."""
 
@@ -179,10 +207,13 @@ class ChangeBuilder:
         tombstones: bool,
         skipped: frozenset[str],
         resume: Offset | None,
+        messages: MessageFilter | None = None,
     ) -> None:
         self.server, self.database, self.partition = server, database, partition
         self._topic, self._catalog, self._modes, self._filters = topic, catalog, modes, filters
         self._tombstones, self._skipped = tombstones, skipped
+        self._messages = messages or MessageFilter(f"{server}.message")
+        self._encode_bytes = binary_encoder(modes.binary)
         self.tables: dict[int, TableSchema | None] = {}
         self.xid: int | None = None
         self.commit_time_us = 0
@@ -263,11 +294,53 @@ class ChangeBuilder:
         return []
 
     def _message(self, message: pgoutput.Message, lsn: int) -> list[SourceRecord]:
-        # A non-transactional message is a heartbeat (or another client's message): a position.
         if not message.transactional:
-            return [self.marker(message.lsn)]
+            # Outside a transaction (our heartbeat, or a client's): a position, which Debezium
+            # also takes as the last commit of source.sequence.
+            self._sequence_head = f'["{message.lsn}",'
+            event = self._message_event(message) if self._messages.emitted(message.prefix) else []
+            return [*event, self.marker(message.lsn)]
+        if self._already_delivered(message.lsn):
+            return []
         hook = self.on_transactional_message
-        return hook(message) if hook is not None and not self._already_delivered(message.lsn) else []
+        if hook is not None and message.prefix == WATERMARK_PREFIX:
+            return hook(message)
+        return self._message_event(message) if self._messages.emitted(message.prefix) else []
+
+    def _message_event(self, message: pgoutput.Message) -> list[SourceRecord]:
+        """Debezium's event for a logical decoding message: topic ``<prefix>.message``, key the
+        message's prefix, the content as bytes; no before or after."""
+        if "m" in self._skipped:
+            return []
+        ts_ns = self.commit_time_us * 1000  # pgoutput sends no time: the last transaction's, as there
+        source = {
+            "version": __version__,
+            "connector": CONNECTOR,
+            "name": self.server,
+            "ts_ms": ts_ns // 1_000_000,
+            "snapshot": "false",
+            "db": self.database,
+            "sequence": f'{self._sequence_head}"{message.lsn}"]',
+            "ts_us": ts_ns // 1_000,
+            "ts_ns": ts_ns,
+            "schema": "",
+            "table": "",
+            "txId": self.xid if message.transactional else None,
+            "lsn": message.lsn,
+            "xmin": None,
+            "origin": self.origin,
+            "origin_lsn": self.origin_lsn,
+        }
+        value = {
+            "op": Op.MESSAGE.value,
+            "ts_ms": time.time_ns() // 1_000_000,
+            "source": source,
+            "transaction": None,
+            "message": {"prefix": message.prefix, "content": self._encode_bytes(message.content)},
+        }
+        key = {"prefix": message.prefix}
+        offset = self.offset(message.lsn)
+        return [SourceRecord(self._messages.topic, key, value, self.partition, offset, ts_ns // 1_000_000)]
 
     def _relation(self, rel: pgoutput.Relation) -> None:
         if not self._filters.table(rel.namespace, rel.name):

@@ -44,6 +44,19 @@ POSTGRES_CONFIG = ConfigDef(
         Field("interval.handling.mode", default="numeric", choices=("numeric", "string")),
         Field("money.fraction.digits", type="int", default=2, minimum=0),
         Field(
+            "hstore.handling.mode",
+            default="json",
+            choices=("json", "map"),
+            doc="hstore values as a JSON string (keys in Debezium's order) or as a JSON object.",
+        ),
+        Field(
+            "include.unknown.datatypes",
+            type="bool",
+            default=False,
+            doc="Emit columns of types Debezium has no schema for (pg_lsn, xid, tsquery, domain arrays, ...) "
+            "as their text's bytes in the binary.handling.mode; left out otherwise.",
+        ),
+        Field(
             "heartbeat.interval.ms",
             type="int",
             default=10_000,
@@ -52,6 +65,14 @@ POSTGRES_CONFIG = ConfigDef(
         ),
         Field("heartbeat.action.query", default="", doc="Also run this statement on each heartbeat."),
         Field("tombstones.on.delete", type="bool", default=True),
+        Field(
+            "message.prefix.include.list",
+            type="list",
+            default=[],
+            doc="Regexes on pg_logical_emit_message prefixes to emit as op=m events (default: every "
+            "prefix but the engine's own heartbeat and watermark ones).",
+        ),
+        Field("message.prefix.exclude.list", type="list", default=[], doc="Message prefixes not to emit."),
         Field("skipped.operations", type="list", default=["t"], doc="Operations not emitted: c, u, d, t, or none."),
         Field("max.batch.size", type="int", default=2048, minimum=1),
         Field("snapshot.fetch.size", type="int", default=2000, minimum=1, doc="Rows per fetch of the snapshot cursor."),

@@ -18,7 +18,13 @@ from airflow_cdc.engine.errors import CdcError, ConfigProblem
 from airflow_cdc.engine.records import Offset, SourceRecord
 from airflow_cdc.engine.sources.postgres import catalog as cat
 from airflow_cdc.engine.sources.postgres import pgoutput
-from airflow_cdc.engine.sources.postgres.changes import ChangeBuilder, TableSchema, plan_table
+from airflow_cdc.engine.sources.postgres.changes import (
+    HEARTBEAT_PREFIX,
+    ChangeBuilder,
+    MessageFilter,
+    TableSchema,
+    plan_table,
+)
 from airflow_cdc.engine.sources.postgres.config import POSTGRES_CONFIG
 from airflow_cdc.engine.sources.postgres.incremental import PostgresChunkSource
 from airflow_cdc.engine.sources.postgres.signalling import Signalling
@@ -28,7 +34,6 @@ from airflow_cdc.engine.sources.postgres.types import SESSION_OPTIONS, ValueMode
 
 log = logging.getLogger(__name__)
 
-HEARTBEAT_PREFIX = "airflow-cdc-heartbeat"
 #: Most records per poll. A poll's records are all built before any is serialized, and past a
 #: few dozen the CPU cache misses cost more than bigger batches save. Measured (quick benches,
 #: 2 cores): stream 65-72k changes/s at 64 records per poll, 59k at 2048; snapshot 70k rows/s at
@@ -127,6 +132,8 @@ class PostgresTask(SourceTask):
             s["binary.handling.mode"],
             s["interval.handling.mode"],
             s["money.fraction.digits"],
+            s["hstore.handling.mode"],
+            s["include.unknown.datatypes"],
         )
         self.modes = modes
         offset = context.offset(self.partition)
@@ -146,6 +153,11 @@ class PostgresTask(SourceTask):
             tombstones=s["tombstones.on.delete"],
             skipped=frozenset(op for op in s["skipped.operations"] if op != "none"),
             resume=offset,
+            messages=MessageFilter(
+                f"{prefix}.message",
+                tuple(re.compile(p) for p in s["message.prefix.include.list"]),
+                tuple(re.compile(p) for p in s["message.prefix.exclude.list"]),
+            ),
         )
         self.plans = self._plans(tables)
         self.signalling = Signalling(

@@ -12,6 +12,8 @@ from __future__ import annotations
 from collections.abc import Callable
 from typing import Any
 
+from airflow_cdc.engine.sources.postgres import geometry
+from airflow_cdc.engine.sources.postgres.numeric import numeric_scale
 from airflow_cdc.engine.sources.postgres.types import TypeInfo, ValueModes
 
 _ZERO_DECIMAL = "AA=="  # Connect Decimal 0: BigInteger.ZERO.toByteArray() = [0], base64
@@ -24,12 +26,14 @@ _BY_NAME: dict[str, Any] = {
 }
 
 
-def _decimal(modes: ValueModes, variable_scale: bool) -> Any:
+def _decimal(modes: ValueModes, scale: int | None) -> Any:
+    """BigDecimal.ZERO at the column's scale: "0.00" as a string, a VariableScaleDecimal 0
+    without a scale."""
     if modes.decimal == "double":
         return 0.0
     if modes.decimal == "string":
-        return "0"
-    return {"scale": 0, "value": _ZERO_DECIMAL} if variable_scale else _ZERO_DECIMAL
+        return "0." + "0" * scale if scale else "0"
+    return {"scale": 0, "value": _ZERO_DECIMAL} if scale is None else _ZERO_DECIMAL
 
 
 def _money(modes: ValueModes) -> Any:
@@ -43,18 +47,20 @@ def _money(modes: ValueModes) -> Any:
 def _by_mode(info: TypeInfo, type_modifier: int, modes: ValueModes) -> tuple[bool, Any]:
     name = info.name
     if name == "numeric":
-        return True, _decimal(modes, variable_scale=type_modifier < 4)
+        return True, _decimal(modes, numeric_scale(type_modifier))
     if name == "money":
         return True, _money(modes)
     if name == "interval":
         return True, "P0Y0M0DT0H0M0S" if modes.interval == "string" else 0
-    if name == "bit":
+    if name in ("bit", "varbit"):  # bit(1) and varbit(1) are booleans, wider ones Bits bytes
         return True, False if type_modifier == 1 else ""
+    if name in geometry.FALLBACKS:
+        return True, geometry.FALLBACKS[name]
     if name == "timestamptz":  # the epoch, its fraction as wide as the column's (as every value)
         digits = 6 if type_modifier < 0 else type_modifier
         return True, "1970-01-01T00:00:00" + ("." + "0" * digits if digits else "") + "Z"
     if name == "hstore":
-        return True, "{}" if getattr(modes, "hstore", "json") == "json" else {}
+        return True, "{}" if modes.hstore == "json" else {}
     return False, None
 
 

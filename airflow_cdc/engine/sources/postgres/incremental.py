@@ -29,13 +29,12 @@ from airflow_cdc.engine.signals.signal import WINDOW_CLOSE, WINDOW_OPEN, SignalE
 from airflow_cdc.engine.snapshots.incremental import NO_PRIMARY_KEY, UNKNOWN_SCHEMA, Chunk, TablePlan
 from airflow_cdc.engine.sources.postgres import blocking
 from airflow_cdc.engine.sources.postgres.catalog import TableColumns
-from airflow_cdc.engine.sources.postgres.changes import CONNECTOR, TableSchema
+from airflow_cdc.engine.sources.postgres.changes import CONNECTOR, WATERMARK_PREFIX, TableSchema
 from airflow_cdc.engine.sources.postgres.snapshot import key_function, read_records
 from airflow_cdc.engine.sources.postgres.snapshot_columns import SnapshotColumns, plan_columns
 from airflow_cdc.engine.sources.postgres.types import TypeInfo, ValueModes
 
 #: The prefix of read-only mode's watermark messages (pg_logical_emit_message).
-WATERMARK_PREFIX = "airflow-cdc-watermark"
 _FORBIDDEN = re.compile(r";|--|/\*")
 
 

@@ -38,8 +38,8 @@ from airflow_cdc.engine.snapshots.incremental import (
     match_tables,
 )
 from airflow_cdc.engine.sources.postgres import pgoutput
-from airflow_cdc.engine.sources.postgres.changes import ChangeBuilder
-from airflow_cdc.engine.sources.postgres.incremental import WATERMARK_PREFIX, PostgresChunkSource
+from airflow_cdc.engine.sources.postgres.changes import WATERMARK_PREFIX, ChangeBuilder
+from airflow_cdc.engine.sources.postgres.incremental import PostgresChunkSource
 
 log = logging.getLogger(__name__)
 

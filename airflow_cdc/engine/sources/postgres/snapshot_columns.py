@@ -25,15 +25,17 @@ from __future__ import annotations
 
 import logging
 from collections.abc import Callable
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from decimal import Decimal
 from typing import Any
 
 from psycopg import sql
 
+from airflow_cdc.engine.sources.postgres import temporal
 from airflow_cdc.engine.sources.postgres.catalog import TableColumns
 from airflow_cdc.engine.sources.postgres.changes import ColumnPlan, TableSchema
-from airflow_cdc.engine.sources.postgres.types import TypeInfo, ValueModes, numeric_scale
+from airflow_cdc.engine.sources.postgres.numeric import SPECIAL_STRINGS
+from airflow_cdc.engine.sources.postgres.types import TypeInfo, ValueModes, numeric_scale, temporal_precision
 
 log = logging.getLogger(__name__)
 
@@ -63,13 +65,27 @@ _BASE64 = {
     "hex": "encode({c}, 'hex')",
 }
 # Under DateStyle=ISO and TimeZone=UTC a timestamptz from year 1 to 9999 prints as
-# 'YYYY-MM-DD HH:MM:SS[.ffffff]+00': types._timestamptz's common case.
+# 'YYYY-MM-DD HH:MM:SS[.ffffff]+00': types._timestamptz's common case for precision 0; other
+# precisions pad the fraction to their digits ('YYYY-MM-DDTHH:MM:SS.' is 20 characters, and the
+# value is already rounded to the precision, so cutting the microseconds is exact).
 _TIMESTAMPTZ = "replace(replace({c}::text, ' ', 'T'), '+00', 'Z')"
+_TIMESTAMPTZ_PADDED = "left(to_char({c}, 'YYYY-MM-DD\"T\"HH24:MI:SS.US'), {width}) || 'Z'"
 _TIMESTAMPTZ_RARE = "not ({c} >= '0001-01-01 00:00:00+00' and {c} < '10000-01-01 00:00:00+00')"
-# Every finite date: PostgreSQL's day count is temporal.parse_date's (BC dates included).
-_DATE_COMMON = "{c} > date '-infinity' and {c} < date 'infinity'"
-_DATE = "case when " + _DATE_COMMON + " then {c} - date '1970-01-01' end"
-_DATE_RARE = "not (" + _DATE_COMMON + ")"
+# PostgreSQL's day count is temporal.parse_date's (BC dates included); the infinities are what
+# Debezium's snapshot emits for them (not what its streaming emits: see snapshot_date).
+_DATE = (
+    "case when {c} = 'infinity' then " + str(temporal.SNAPSHOT_POSITIVE_INFINITY_DAYS)
+    + " when {c} = '-infinity' then " + str(temporal.SNAPSHOT_NEGATIVE_INFINITY_DAYS)
+    + " else {c} - date '1970-01-01' end"
+)  # fmt: skip
+# NaN and the infinities load as floats that JSON cannot carry: read again as text.
+_FLOAT_RARE = "{c} in ('NaN'::float8, 'Infinity'::float8, '-Infinity'::float8)"
+_NUMERIC_FLOAT_RARE = "{c}::float8 in ('NaN'::float8, 'Infinity'::float8, '-Infinity'::float8)"
+_NUMERIC_STRING = (
+    "case {c}::text"
+    + "".join(f" when '{text}' then '{name}'" for text, name in SPECIAL_STRINGS.items())
+    + " else {c}::text end"
+)
 
 
 @dataclass
@@ -165,22 +181,34 @@ def _loaded(
     if base.category == "A":
         return None
     if base.oid in LOADED_AS_IS:
-        return sql.SQL("{}::pg_catalog.{}").format(c, sql.SQL(LOADED_AS_IS[base.oid])), None
+        rare = _FLOAT_RARE if base.oid in (FLOAT4, FLOAT8) else None
+        return sql.SQL("{}::pg_catalog.{}").format(c, sql.SQL(LOADED_AS_IS[base.oid])), rare
     if base.oid == NUMERIC:
-        if modes.decimal == "double":
-            return sql.SQL("{}::pg_catalog.float8").format(c), None
-        scale, precision = numeric_scale(type_modifier), _numeric_precision(type_modifier)
-        if modes.decimal == "precise" and scale is not None and precision is not None:  # noqa: SIM102
-            if 0 <= scale <= precision <= MAX_INT8_PRECISION:  # unscaled fits an int8
-                return _unscaled_base64(c, scale), None
-        return None
+        return _loaded_numeric(c, type_modifier, modes)
     if base.oid == DATE:
-        return sql.SQL(_DATE).format(c=c), _DATE_RARE
+        return sql.SQL(_DATE).format(c=c), None
     if base.oid == TIMESTAMPTZ:
-        return sql.SQL(_TIMESTAMPTZ).format(c=c), _TIMESTAMPTZ_RARE
+        digits = temporal_precision(type_modifier)
+        if not digits:
+            return sql.SQL(_TIMESTAMPTZ).format(c=c), _TIMESTAMPTZ_RARE
+        padded = sql.SQL(_TIMESTAMPTZ_PADDED).format(c=c, width=sql.Literal(20 + digits))
+        return padded, _TIMESTAMPTZ_RARE
     if base.oid == BYTEA and modes.binary in _BASE64:
         return sql.SQL(_BASE64[modes.binary]).format(c=c), None
     return None
+
+
+def _loaded_numeric(
+    c: sql.Identifier, type_modifier: int, modes: ValueModes
+) -> tuple[sql.Composable, str | None] | None:
+    if modes.decimal == "double":
+        return sql.SQL("{}::pg_catalog.float8").format(c), _NUMERIC_FLOAT_RARE
+    if modes.decimal == "string":
+        return sql.SQL(_NUMERIC_STRING).format(c=c), None
+    scale, precision = numeric_scale(type_modifier), _numeric_precision(type_modifier)
+    if scale is not None and precision is not None and 0 <= scale <= precision <= MAX_INT8_PRECISION:
+        return _unscaled_base64(c, scale), None  # the unscaled value fits an int8
+    return None  # variable scale, or too wide: converted in Python
 
 
 def plan_columns(
@@ -209,7 +237,7 @@ def plan_columns(
                 loaded = None
         if loaded is None:  # the column's text, converted in Python
             plan.expressions.append(sql.Identifier(column.name))
-            plan.converted.append((column, len(plan.expressions) - 1))
+            plan.converted.append((snapshot_date(column, type_oid), len(plan.expressions) - 1))
             plan.text_oids.update(_text_oids(type_oid, lookup))
             continue
         expression, rare_when = loaded
@@ -221,15 +249,32 @@ def plan_columns(
         plan.expressions.append(sql.SQL("({})").format(sql.SQL(" or ").join(predicates)))
         plan.flag_index = len(plan.expressions) - 1
         for (column, _), predicate in zip(rare, predicates, strict=True):
-            plan.expressions.append(sql.SQL("case when {} then {} end").format(predicate, sql.Identifier(column.name)))
+            # As text: a float column's own type must still load as a float.
+            text = sql.SQL("case when {} then {}::text end").format(predicate, sql.Identifier(column.name))
+            plan.expressions.append(text)
             plan.rare.append((column, len(plan.expressions) - 1))
-            _, type_oid, _ = table.columns[column.index]
-            plan.text_oids.update(_text_oids(type_oid, lookup))
     if modes is not None and plan.text_oids & (set(LOADED_AS_IS) - {TEXT, VARCHAR}):
         # A column read as text arrives as a type the loaded expressions return (a user type
         # named like a built-in one): one loader per type, so read everything as text.
         return plan_columns(table, schema, None, None)
     return plan
+
+
+def snapshot_date(column: ColumnPlan, type_oid: int) -> ColumnPlan:
+    """A date column as Debezium's snapshot reads it: pgjdbc turns 'infinity' and '-infinity'
+    into java.sql.Date constants whose days differ from what its streaming emits."""
+    if type_oid != DATE:
+        return column
+    stream = column.convert
+    infinities = {
+        "infinity": temporal.SNAPSHOT_POSITIVE_INFINITY_DAYS,
+        "-infinity": temporal.SNAPSHOT_NEGATIVE_INFINITY_DAYS,
+    }
+
+    def convert(text: str) -> Any:
+        return infinities[text] if text in infinities else stream(text)
+
+    return replace(column, convert=convert)
 
 
 def _text_oids(type_oid: int, lookup: Callable[[int], TypeInfo] | None) -> set[int]:

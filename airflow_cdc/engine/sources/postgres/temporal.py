@@ -4,6 +4,8 @@ which ``datetime`` cannot, and it is faster on the hot path."""
 
 from __future__ import annotations
 
+import decimal
+import math
 import re
 
 US_PER_DAY = 86_400_000_000
@@ -13,10 +15,19 @@ US_PER_DAY = 86_400_000_000
 #: as they are, Timestamp and Connect's Timestamp in milliseconds (/ 1000, exact): all fit an int64.
 POSITIVE_INFINITY_US = 9_223_372_036_825_200_000
 NEGATIVE_INFINITY_US = -9_223_372_036_832_400_000
-#: Debezium's 'infinity' / '-infinity' dates: POSITIVE_INFINITY_LOCAL_DATE = -5877611-06-21 and
-#: NEGATIVE_INFINITY_LOCAL_DATE = -5877611-06-22 as days since the epoch (int32, as Date is).
-POSITIVE_INFINITY_DAYS = -2_147_472_692
+#: What Debezium emits for timestamp 'infinity' / '-infinity' in microseconds (MicroTimestamp):
+#: Long.MAX_VALUE / Long.MIN_VALUE. In milliseconds (Timestamp, Connect's Timestamp) it emits
+#: POSITIVE_INFINITY_US / NEGATIVE_INFINITY_US unchanged (the oracle shows both).
+POSITIVE_INFINITY_MICRO_TIMESTAMP = 2**63 - 1
+NEGATIVE_INFINITY_MICRO_TIMESTAMP = -(2**63)
+#: Debezium's streamed 'infinity' / '-infinity' dates: +5877611-06-21 and -5877611-06-22 as days
+#: since the epoch (the oracle shows these).
+POSITIVE_INFINITY_DAYS = 2_146_033_979
 NEGATIVE_INFINITY_DAYS = -2_147_472_691
+#: ... and its snapshot's: pgjdbc reads them as java.sql.Date(DATE_POSITIVE_INFINITY) /
+#: (DATE_NEGATIVE_INFINITY), whose LocalDate are these days.
+SNAPSHOT_POSITIVE_INFINITY_DAYS = -622_191_234
+SNAPSHOT_NEGATIVE_INFINITY_DAYS = -625_821_272
 #: Debezium's MicroDuration: an average month.
 DAYS_PER_MONTH_AVG = 365.25 / 12
 
@@ -100,10 +111,16 @@ def parse_timestamp_us(text: str) -> int:
     return days * US_PER_DAY + parse_time_us(time) - offset * 1_000_000
 
 
-def format_iso_utc(epoch_us: int) -> str:
-    """Debezium's ZonedTimestamp: ISO-8601 in UTC, fraction without trailing zeros, 'Z'."""
+def format_iso_utc(epoch_us: int, fraction_digits: int = 0) -> str:
+    """Debezium's ZonedTimestamp: ISO-8601 in UTC and 'Z'; the fraction has exactly
+    ``fraction_digits`` digits (the column's precision), or, for 0, none when it is zero and
+    no trailing zeros otherwise (ISO_OFFSET_DATE_TIME)."""
     days, micros = divmod(epoch_us, US_PER_DAY)
     year, month, day = civil_from_days(days)
+    if fraction_digits:
+        seconds, fraction = divmod(micros, 1_000_000)
+        clock = format_time(seconds * 1_000_000) + "." + f"{fraction:06d}"[:fraction_digits]
+        return f"{_year(year)}-{month:02d}-{day:02d}T{clock}Z"
     return f"{_year(year)}-{month:02d}-{day:02d}T{format_time(micros)}Z"
 
 
@@ -150,3 +167,23 @@ def interval_micros(text: str) -> int:
     years, months, days, hours, minutes, seconds = parse_interval(text)
     total_days = (years * 12 + months) * DAYS_PER_MONTH_AVG + days
     return round(total_days * US_PER_DAY + ((hours * 60 + minutes) * 60 + seconds) * 1_000_000)
+
+
+def interval_iso_string(text: str) -> str:
+    """Debezium's ``interval.handling.mode=string``: ``Interval.toIsoString`` of pgjdbc's
+    PGInterval, every field present ('P1Y2M0DT0H0M0S'). The seconds go through PGInterval's
+    double (whole seconds plus rounded microseconds) and ``BigDecimal.valueOf(double)
+    .stripTrailingZeros().toPlainString()``."""
+    years, months, days, hours, minutes, seconds = parse_interval(text)
+    return f"P{years}Y{months}M{days}DT{hours}H{minutes}M{_pginterval_seconds(seconds)}S"
+
+
+def _pginterval_seconds(seconds: float) -> str:
+    whole = int(seconds)  # PGInterval.setSeconds: (int) seconds, Math.round of the rest in micros
+    micros = math.floor((seconds - whole) * 1_000_000 + 0.5)
+    value = whole + micros / 1_000_000
+    if value == 0:
+        return "0"
+    # repr() is the shortest text that reads back as the double, as Double.toString here.
+    plain = f"{decimal.Decimal(repr(value)).normalize():f}"
+    return plain
