@@ -1,20 +1,23 @@
 """Session fixtures: real throwaway servers on free loopback ports (airflow_cdc.local, ADR 0002).
 
-A fixture skips only when the server's program is not installed; any other failure to start
-is an error carrying the server's log tail. Servers are closed at session end whatever the
-tests did. ``CDC_TEST_PG_DSN``, ``CDC_TEST_MYSQL_URL``, ``CDC_TEST_KAFKA_BOOTSTRAP`` and
-``CDC_TEST_CONNECT_URL`` use existing servers instead.
+A fixture skips only when the server's program is not installed (PostgreSQL, MariaDB); any
+other failure to start is an error carrying the server's log tail, missing Java or jars
+(``JvmPartsMissing``) included. Servers are closed at session end whatever the tests did.
+``CDC_TEST_PG_DSN``, ``CDC_TEST_MYSQL_URL``, ``CDC_TEST_KAFKA_BOOTSTRAP`` and
+``CDC_TEST_CONNECT_URL`` use existing servers instead. A failed test that used the Connect worker
+gets the worker's log tail in its report.
 """
 
 from __future__ import annotations
 
 import uuid
-from collections.abc import Iterator
-from typing import TypeVar
+from collections.abc import Generator, Iterator
+from contextlib import contextmanager
+from typing import Any, TypeVar
 
 import pytest
 
-from airflow_cdc.kafka_connect import ConnectClient
+from airflow_cdc.kafka_connect import ConnectClient, ConnectRestError
 from airflow_cdc.local.connect import KafkaConnectWorker
 from airflow_cdc.local.kafka import KafkaBroker
 from airflow_cdc.local.mariadb import MariaDBServer
@@ -74,10 +77,17 @@ def mariadb_database(mariadb_server: MariaDBServer) -> Iterator[str]:
         mariadb_server.drop_database(name)
 
 
+#: A broker that was SIGKILLed may register again only once the controller has expired its old
+#: registration (broker.session.timeout.ms, default 9 s); 4 s saves about 5 s per kill() + start()
+#: (ADR 0002). Broker and controller share one JVM, so heartbeats never cross a network, and 4 s
+#: still leaves room for a loaded machine.
+FAST_CRASH_RECOVERY = {"broker.session.timeout.ms": "4000", "broker.heartbeat.interval.ms": "1000"}
+
+
 @pytest.fixture(scope="session")
 def kafka_broker() -> Iterator[KafkaBroker]:
     """An Apache Kafka broker (KRaft, one node, with a data directory); ``.bootstrap_servers``."""
-    yield from _serve(KafkaBroker.from_env())
+    yield from _serve(KafkaBroker.from_env(settings=FAST_CRASH_RECOVERY))
 
 
 @pytest.fixture(scope="session")
@@ -87,17 +97,38 @@ def connect_worker(kafka_broker: KafkaBroker) -> Iterator[KafkaConnectWorker]:
     yield from _serve(KafkaConnectWorker.from_env(kafka_broker))
 
 
+@contextmanager
+def deleting_new_connectors(client: ConnectClient) -> Iterator[ConnectClient]:
+    """Deletes, on the way out, every connector that appeared meanwhile, whatever happened."""
+    before = set(client.connectors())
+    try:
+        yield client
+    finally:
+        for name in set(client.connectors()) - before:
+            try:
+                client.delete(name)
+            except ConnectRestError as exc:
+                if exc.status != 404:  # deleted by the test itself meanwhile
+                    raise
+
+
 @pytest.fixture
 def connect(connect_worker: KafkaConnectWorker) -> Iterator[ConnectClient]:
     """A REST client of the session's Connect worker; connectors the test created are deleted
     afterwards."""
-    with ConnectClient(connect_worker.url) as client:
-        before = set(client.connectors())
-        try:
-            yield client
-        finally:
-            for name in set(client.connectors()) - before:
-                client.delete(name)
+    with ConnectClient(connect_worker.url) as client, deleting_new_connectors(client):
+        yield client
+
+
+@pytest.hookimpl(wrapper=True)
+def pytest_runtest_makereport(item: pytest.Item, call: pytest.CallInfo[None]) -> Generator[None, Any, Any]:
+    """A failed test that used the Connect worker shows the worker's log tail: a connector's
+    failure is often only there (a task's trace, a converter error, a rebalance)."""
+    report = yield
+    worker = getattr(item, "funcargs", {}).get("connect_worker")
+    if report.failed and isinstance(worker, KafkaConnectWorker) and not worker.external:
+        report.sections.append((f"Kafka Connect worker log tail ({worker.log_path})", worker.log(80)))
+    return report
 
 
 @pytest.fixture

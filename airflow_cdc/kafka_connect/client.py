@@ -3,8 +3,12 @@
 
 Both build the same ``_Call`` for every operation, so the two cannot drift apart: only sending
 differs. Connect answers errors as ``{"error_code": ..., "message": ...}``; they become
-``ConnectRestError`` with that message. A worker that cannot answer now (refused connection,
-timeout, 409 during a rebalance, 503) is ``ConnectUnavailableError``, which is retriable.
+``ConnectRestError`` with that message. A worker that cannot answer now is
+``ConnectUnavailableError``, which is retriable: a refused connection or a timeout, 503, a 409
+other than "already exists" (a rebalance or a concurrent config change), a 500 "Request timed
+out" (the herder is busy), and a 404 that is not Connect's JSON (a starting worker's web server
+answers every path with Jetty's HTML page before the API is registered; recorded under
+tests/unit/data/connect/).
 """
 
 from __future__ import annotations
@@ -83,16 +87,22 @@ class ConnectorStatus:
 
     @property
     def failures(self) -> list[str]:
-        """The failed connector or tasks, each with its trace's first line."""
+        """The failed connector or tasks, each with its trace's first line and root cause."""
         failed = []
         if self.state == FAILED:
-            failed.append(f"connector {self.name}: {_first_line(self.trace)}")
-        failed += [f"task {t.id}: {_first_line(t.trace)}" for t in self.tasks if t.state == FAILED]
+            failed.append(f"connector {self.name}: {_summary(self.trace)}")
+        failed += [f"task {t.id}: {_summary(t.trace)}" for t in self.tasks if t.state == FAILED]
         return failed
 
 
-def _first_line(trace: str | None) -> str:
-    return (trace or "no trace").strip().splitlines()[0] if trace else "no trace"
+def _summary(trace: str | None) -> str:
+    """A Java stack trace's first line, and its last "Caused by:" line: Debezium wraps the
+    database's own words ("could not access file ...") a few exceptions deep."""
+    lines = [line.strip() for line in (trace or "").splitlines() if line.strip()]
+    if not lines:
+        return "no trace"
+    causes = [line.removeprefix("Caused by:").strip() for line in lines if line.startswith("Caused by:")]
+    return f"{lines[0]} (caused by: {causes[-1]})" if causes else lines[0]
 
 
 @dataclass(frozen=True)
@@ -171,9 +181,11 @@ class _Calls:
         return self._send(_Call("DELETE", _path("connectors", name, "offsets")))
 
     def validate(self, connector_class: str, config: Mapping[str, Any]) -> Any:
-        """Connect's validation of a config: ``{"error_count", "configs": [...]}``."""
+        """Connect's validation of a config: ``{"error_count", "configs": [...]}``. Connect
+        requires ``name`` in the config it validates; without one (a config as passed to
+        ``create``) the short class name stands in, so that only real problems are counted."""
         short = connector_class.rsplit(".", 1)[-1]
-        body = _strings({"connector.class": connector_class, **config})
+        body = _strings({"connector.class": connector_class, "name": short, **config})
         return self._send(_Call("PUT", _path("connector-plugins", short, "config", "validate"), body))
 
 
@@ -196,12 +208,22 @@ def validation_errors(answer: Mapping[str, Any]) -> list[str]:
 def _check(call: _Call, response: httpx.Response) -> Any:
     if response.is_success:
         return call.parse(response)
+    status = response.status_code
     try:
-        message = response.json().get("message") or response.text
+        body = response.json()
     except ValueError:
-        message = response.text or response.reason_phrase
-    error = ConnectUnavailableError if response.status_code in (409, 503) else ConnectRestError
-    raise error(call.method, str(response.url), response.status_code, message)
+        body = None
+    if isinstance(body, dict) and body.get("message"):
+        message = str(body["message"])
+        retriable = status == 503 or (status == 409 and "already exists" not in message)
+        retriable = retriable or (status == 500 and message.startswith("Request timed out"))
+    else:
+        # Not Connect's error body: its web server answered before the REST API was registered
+        # (HTML 404 while the worker starts), or something else sits at this URL.
+        message = f"{response.reason_phrase or 'HTTP error'} (not a Kafka Connect answer: {response.text[:200]!r})"
+        retriable = status in (404, 409, 503)
+    error = ConnectUnavailableError if retriable else ConnectRestError
+    raise error(call.method, str(response.url), status, message)
 
 
 def _unavailable(call: _Call, base_url: str, exc: httpx.TransportError) -> ConnectUnavailableError:
@@ -209,11 +231,19 @@ def _unavailable(call: _Call, base_url: str, exc: httpx.TransportError) -> Conne
 
 
 class ConnectClient(_Calls):
-    """Synchronous client: ``ConnectClient("http://127.0.0.1:8083")``; a context manager."""
+    """Synchronous client: ``ConnectClient("http://127.0.0.1:8083")``; a context manager.
+    ``transport`` replaces the network (tests replay recorded answers with ``httpx.MockTransport``)."""
 
-    def __init__(self, url: str, *, timeout: float = 30.0, auth: tuple[str, str] | None = None) -> None:
+    def __init__(
+        self,
+        url: str,
+        *,
+        timeout: float = 30.0,
+        auth: tuple[str, str] | None = None,
+        transport: httpx.BaseTransport | None = None,
+    ) -> None:
         self.url = url.rstrip("/")
-        self._http = httpx.Client(base_url=self.url, timeout=timeout, auth=auth)
+        self._http = httpx.Client(base_url=self.url, timeout=timeout, auth=auth, transport=transport)
 
     def _send(self, call: _Call) -> Any:
         try:
@@ -259,9 +289,16 @@ class ConnectClient(_Calls):
 class AsyncConnectClient(_Calls):
     """The same operations as coroutines (for triggers): ``await client.status(name)``."""
 
-    def __init__(self, url: str, *, timeout: float = 30.0, auth: tuple[str, str] | None = None) -> None:
+    def __init__(
+        self,
+        url: str,
+        *,
+        timeout: float = 30.0,
+        auth: tuple[str, str] | None = None,
+        transport: httpx.AsyncBaseTransport | None = None,
+    ) -> None:
         self.url = url.rstrip("/")
-        self._http = httpx.AsyncClient(base_url=self.url, timeout=timeout, auth=auth)
+        self._http = httpx.AsyncClient(base_url=self.url, timeout=timeout, auth=auth, transport=transport)
 
     async def _send(self, call: _Call) -> Any:
         try:

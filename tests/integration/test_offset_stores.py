@@ -1,7 +1,7 @@
-"""Every offset store honours one contract, against the real services of the fixtures (a Tansu
-broker, PostgreSQL, MariaDB): durable across a fresh instance, all or nothing, delete, engines
-isolated by name; an engine resumes after its committed offset; unreachable servers fail fast
-with the key to fix."""
+"""Every offset store honours one contract, against the real services of the fixtures (Apache
+Kafka, PostgreSQL, MariaDB): durable across a fresh instance and a restart of its server, all or
+nothing, delete, engines isolated by name; an engine resumes after its committed offset;
+unreachable servers fail fast with the key to fix."""
 
 from __future__ import annotations
 
@@ -349,11 +349,47 @@ def test_jdbc_store_reconnects_after_a_database_restart(pg_server: Any, pg_datab
 
 @_all(["kafka"])
 def test_kafka_store_reads_a_multi_record_last_batch_to_its_end(open_store: Opener) -> None:
-    """The last write is one batch of several records: a broker whose ListOffsets answers the
-    batch's base offset + 1 (Tansu, ADR 0002) would stop a reader trusting end_offsets() after the
-    first of them."""
+    """The last write is one batch of several records (one per partition): a reader that took
+    the end of the topic from the batch's first record would miss the others."""
     store = open_store("inventory")
     store.write([({"server": "db0"}, {"lsn": 0})])
     store.write([({"server": f"db{i}"}, {"lsn": i * 10}) for i in range(1, 6)])
     fresh = open_store("inventory")
     assert sorted((p["server"], o["lsn"]) for p, o in fresh.entries()) == [(f"db{i}", i * 10) for i in range(6)]
+
+
+def _kafka_store(config: dict[str, Any]) -> OffsetStore:
+    store = Engine({"name": "inventory", "connector.class": "synthetic", **config}, consumer=print).offset_store
+    store.start()
+    return store
+
+
+def test_kafka_offsets_survive_a_broker_restart(restartable_kafka_broker: Any, kafka_topic_prefix: str) -> None:
+    """The offsets are records in the broker's log, not in its memory: a store started after the
+    broker came back reads what was committed before it went down, deletes included, and the
+    store that wrote them goes on writing through new connections."""
+    config = kafka_config(restartable_kafka_broker, f"{kafka_topic_prefix}-offsets")
+    store = _kafka_store(config)
+    try:
+        store.write([({"server": "db1"}, {"lsn": 10, "txId": 7}), ({"server": "db2"}, {"lsn": 20})])
+        store.write([({"server": "db1"}, {"lsn": 11, "txId": 8}), ({"server": "db3"}, {"lsn": 30})])
+        store.delete({"server": "db2"})
+        restartable_kafka_broker.stop()
+        restartable_kafka_broker.start()
+        after = _kafka_store(config)
+        try:
+            assert sorted((p["server"], o) for p, o in after.entries()) == [
+                ("db1", {"lsn": 11, "txId": 8}),
+                ("db3", {"lsn": 30}),
+            ]
+        finally:
+            after.stop()
+        store.write([({"server": "db1"}, {"lsn": 12, "txId": 9})])
+    finally:
+        store.stop()
+    fresh = _kafka_store(config)
+    try:
+        assert fresh.read({"server": "db1"}) == {"lsn": 12, "txId": 9}
+        assert fresh.read({"server": "db2"}) is None
+    finally:
+        fresh.stop()

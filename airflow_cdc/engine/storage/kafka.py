@@ -5,11 +5,9 @@ JSON, a null value (tombstone) for a deleted offset. Compaction keeps the last r
 the topic stays as small as the number of partitions ever committed.
 
 ``start`` creates the topic if it is missing (admin client, ``cleanup.policy=compact``) and reads
-every partition to its end. "The end" is the high watermark a fetch response reports
-(``consumer.highwater``), not ``end_offsets()``: some Kafka-protocol brokers (Tansu, ADR 0002)
-answer ListOffsets with less than the log end, and a store that trusted it would start from an
-old offset. The fetch high watermark is what a real Kafka reports too, so nothing here depends on
-the broker.
+every partition to its end as of the start: the ``end_offsets()`` it asked for first, as Kafka
+Connect's ``KafkaBasedLog.readToEnd`` does. A fixed target bounds the read even while other
+engines keep writing to a shared topic, and an empty partition needs no fetch at all.
 
 ``write`` returns only once the broker acknowledged every record (``acks=all``, then ``flush``),
 within ``offset.flush.timeout.ms``. The records of one write go to the broker as one batch per
@@ -41,6 +39,8 @@ log = logging.getLogger(__name__)
 _FETCH_MAX_WAIT_MS = 100
 #: Longer than any write takes to hand over its records: flush() sends them as one batch.
 _LINGER_MS = 10_000
+#: Longest wait between two attempts to reach a broker that was down (Java client's default).
+_RECONNECT_BACKOFF_MAX_MS = 1_000
 
 
 def _close_quietly(producer: KafkaProducer, timeout: float) -> None:
@@ -76,11 +76,15 @@ class KafkaOffsetStore(CachedOffsetStore):
 
     def _client(self) -> dict[str, Any]:
         # bootstrap_timeout_ms bounds the wait for an unreachable broker (kafka-python: 30 s).
+        # reconnect_backoff_max_ms is the Java client's default: kafka-python's 30 s lets the
+        # backoff grow so far during a broker restart (several seconds) that the first writes
+        # after it time out although the broker is back.
         return {
             "bootstrap_servers": self.bootstrap_servers,
             "client_id": f"airflow-cdc-offsets-{self.engine_name}",
             "request_timeout_ms": self.request_timeout_ms,
             "bootstrap_timeout_ms": self.request_timeout_ms,
+            "reconnect_backoff_max_ms": _RECONNECT_BACKOFF_MAX_MS,
         }
 
     def _unreachable(self, what: str, exc: BaseException) -> RetriableError:
@@ -131,9 +135,10 @@ class KafkaOffsetStore(CachedOffsetStore):
             partitions = self._topic_partitions(consumer)
             consumer.assign(partitions)
             consumer.seek_to_beginning(*partitions)
+            ends: dict[TopicPartition, int] = consumer.end_offsets(partitions)
             data: dict[str, Offset] = {}
             deadline = time.monotonic() + self.start_timeout_ms / 1000
-            while not self._at_end(consumer, partitions):
+            while not self._at_end(consumer, ends):
                 if time.monotonic() > deadline:
                     raise OffsetError(
                         f"Kafka offset store: topic {self.topic!r} was not read to its end within "
@@ -161,15 +166,10 @@ class KafkaOffsetStore(CachedOffsetStore):
             time.sleep(0.05)
 
     @staticmethod
-    def _at_end(consumer: KafkaConsumer, partitions: list[TopicPartition]) -> bool:
-        # The high watermark arrives with a fetch response (None before the first one); the
-        # position is the next offset to read. Compaction and transaction markers may skip
-        # offsets, hence >=.
-        for tp in partitions:
-            highwater = consumer.highwater(tp)
-            if highwater is None or consumer.position(tp) < highwater:
-                return False
-        return True
+    def _at_end(consumer: KafkaConsumer, ends: dict[TopicPartition, int]) -> bool:
+        # The position is the next offset to read. A fetch may also return records written
+        # after the ends were taken (and compaction leaves gaps it skips), hence >=.
+        return all(consumer.position(tp) >= end for tp, end in ends.items())
 
     def _apply(self, data: dict[str, Offset], key: bytes | None, value: bytes | None) -> None:
         if key is None:

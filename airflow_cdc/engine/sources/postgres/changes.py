@@ -183,6 +183,7 @@ class MessageFilter:
     topic: str
     include: tuple[re.Pattern[str], ...] = ()
     exclude: tuple[re.Pattern[str], ...] = ()
+
     def emitted(self, prefix: str) -> bool:
         if prefix in (HEARTBEAT_PREFIX, WATERMARK_PREFIX):
             return False
