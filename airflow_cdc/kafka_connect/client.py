@@ -191,7 +191,11 @@ class _Calls:
 
 def _strings(config: Mapping[str, Any]) -> dict[str, str]:
     """Connect configs are string maps; Python values are written as Connect expects them."""
-    return {key: (str(value).lower() if isinstance(value, bool) else str(value)) for key, value in config.items()}
+    return {
+        key: (str(value).lower() if isinstance(value, bool) else str(value))
+        for key, value in config.items()
+        if value is not None  # unset: Connect's default applies (it has no null)
+    }
 
 
 def _status(response: httpx.Response) -> ConnectorStatus:

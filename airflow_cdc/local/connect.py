@@ -37,7 +37,11 @@ from airflow_cdc.local.process import (
 ENV_VAR = "CDC_TEST_CONNECT_URL"
 
 #: The Debezium connectors the readiness check expects on the plugin path.
-REQUIRED_PLUGINS = ("io.debezium.connector.postgresql.PostgresConnector",)
+REQUIRED_PLUGINS = (
+    "io.debezium.connector.postgresql.PostgresConnector",
+    "io.debezium.connector.mysql.MySqlConnector",
+    "io.debezium.connector.mariadb.MariaDbConnector",
+)
 
 _BIND_FAILED = ("Address already in use", "BindException")
 

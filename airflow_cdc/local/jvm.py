@@ -41,7 +41,8 @@ def java() -> str:
         return str(Path(home) / "bin" / "java")
     found = shutil.which("java")
     if not found:
-        raise JvmPartsMissing(f"no `java` on PATH and no JAVA_HOME: {SETUP_HINT} (it installs a JDK)")
+        where = f"JAVA_HOME={home} has no bin/java" if home else "no JAVA_HOME"
+        raise JvmPartsMissing(f"no `java` on PATH and {where}: {SETUP_HINT} (it installs a JDK)")
     return found
 
 

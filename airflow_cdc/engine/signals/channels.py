@@ -112,7 +112,12 @@ class KafkaChannel(SignalChannel):
         # signals sent meanwhile would be skipped. Reading starts at the end when the channel
         # opens (committed to group_id, as Debezium's channel does, so a restart goes on there).
         self._consumer = KafkaConsumer(
-            bootstrap_servers=bootstrap_servers, group_id=group_id, enable_auto_commit=True, auto_offset_reset="latest"
+            bootstrap_servers=bootstrap_servers,
+            group_id=group_id,
+            enable_auto_commit=True,
+            auto_offset_reset="latest",
+            # The Java client's default; kafka-python's 30 s outlasts a broker restart.
+            reconnect_backoff_max_ms=1000,
         )
         partitions = self._consumer.partitions_for_topic(topic) or set()
         if not partitions:
