@@ -75,7 +75,8 @@ class Target:
 SOURCE_QUERIES = {
     "customers": "select id, name, city, vip from customers",
     "orders": "select id, customer_id, amount::text as amount, status, "
-    "regexp_replace(to_char(created at time zone 'UTC', 'YYYY-MM-DD\"T\"HH24:MI:SS.US'), '\\.?0+$', '') || 'Z' "
+    # Debezium's ZonedTimestamp: UTC, the fraction as wide as the column's precision (6 here).
+    "to_char(created at time zone 'UTC', 'YYYY-MM-DD\"T\"HH24:MI:SS.US') || 'Z' "
     "as created from orders",
 }
 
