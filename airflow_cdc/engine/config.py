@@ -8,6 +8,7 @@ and the fix, so a user mends a config in one pass.
 
 from __future__ import annotations
 
+import difflib
 import os
 import re
 from collections.abc import Callable, Iterable, Iterator, Mapping
@@ -108,19 +109,36 @@ class Field:
 
 
 class ConfigDef:
-    """A set of fields that one component (the engine, a connector, a transform) reads."""
+    """A set of fields that one component (the engine, a connector, a transform) reads.
 
-    def __init__(self, fields: Iterable[Field] = ()) -> None:
+    Besides its fields a component may declare ``prefixes`` - keys it reads without declaring
+    each one (``sink.kafka.producer.*``, handed to the producer) - and ``ignored`` keys, which it
+    accepts and disregards (Kafka Connect's converters: a Debezium configuration moves here
+    unchanged). :func:`unknown_keys` flags every key that no component declares.
+    """
+
+    def __init__(
+        self, fields: Iterable[Field] = (), *, prefixes: Iterable[str] = (), ignored: Iterable[str] = ()
+    ) -> None:
         self.fields: dict[str, Field] = {f.name: f for f in fields}
+        self.prefixes: tuple[str, ...] = tuple(prefixes)
+        self.ignored: frozenset[str] = frozenset(ignored)
 
     def __iter__(self) -> Iterator[Field]:
         return iter(self.fields.values())
 
     def merged(self, *others: ConfigDef) -> ConfigDef:
         fields = dict(self.fields)
+        prefixes, ignored = list(self.prefixes), set(self.ignored)
         for other in others:
             fields.update(other.fields)
-        return ConfigDef(fields.values())
+            prefixes.extend(p for p in other.prefixes if p not in prefixes)
+            ignored |= other.ignored
+        return ConfigDef(fields.values(), prefixes=prefixes, ignored=ignored)
+
+    def declares(self, key: str) -> bool:
+        """Whether ``key`` is one this component reads or knowingly ignores."""
+        return key in self.fields or key in self.ignored or key.startswith(self.prefixes)
 
     def check(self, props: Mapping[str, object], prefix: str = "") -> tuple[dict[str, Any], list[ConfigProblem]]:
         """Parse every field; return the typed values and every problem found."""
@@ -146,6 +164,24 @@ class ConfigDef:
         if problems:
             raise ConfigError(problems)
         return values
+
+
+def unknown_keys(keys: Iterable[str], declared: Iterable[ConfigDef]) -> list[ConfigProblem]:
+    """A problem for every key that none of ``declared`` reads, naming the nearest known key:
+    a misspelt key is otherwise ignored without a word (``tabel.include.list`` and every table
+    is captured)."""
+    defs = list(declared)
+    names = sorted({name for d in defs for name in (*d.fields, *d.ignored)})
+    problems = []
+    for key in keys:
+        if any(d.declares(key) for d in defs):
+            continue
+        near = difflib.get_close_matches(key, names, n=1, cutoff=0.8)
+        fix = f"did you mean {near[0]}?" if near else "remove it, or correct its name"
+        problems.append(
+            ConfigProblem(key, "is not a setting of the engine, connector, sink or transforms: ignored", fix)
+        )
+    return problems
 
 
 class Config(Mapping[str, Any]):

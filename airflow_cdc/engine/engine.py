@@ -15,15 +15,14 @@ from typing import Any
 
 from airflow_cdc.engine import collector
 from airflow_cdc.engine.commit_policy import OffsetCommitPolicy, make_commit_policy
-from airflow_cdc.engine.config import Config
-from airflow_cdc.engine.connector import SYSTEM_CLOCK, Clock, SourceConnector, TaskContext, load_connector_class
-from airflow_cdc.engine.engine_config import ENGINE_CONFIG
-from airflow_cdc.engine.errors import ConfigError, ConfigProblem, EngineFailedError, IllegalStateError
+from airflow_cdc.engine.connector import SYSTEM_CLOCK, Clock, SourceConnector, TaskContext
+from airflow_cdc.engine.errors import EngineFailedError, IllegalStateError
 from airflow_cdc.engine.notifications import NotificationBus
 from airflow_cdc.engine.processing import (
     BatchHandler,
     BatchProcessor,
     OrderedProcessor,
+    Pipeline,
     RecordConsumer,
     RecordProcessor,
     StopSignal,
@@ -33,15 +32,10 @@ from airflow_cdc.engine.retry import RetryPolicy
 from airflow_cdc.engine.serialization import Serializer
 from airflow_cdc.engine.signals.channels import InProcessChannel
 from airflow_cdc.engine.state import EngineState, StateMachine
-from airflow_cdc.engine.storage import (
-    OffsetReader,
-    OffsetStore,
-    build_offset_store,
-    offset_store_problems,
-    resolve_key_aliases,
-)
-from airflow_cdc.engine.task_runner import TaskRunner
-from airflow_cdc.engine.transforms import FunctionTransform, Transform, TransformChain, build_transform_chain
+from airflow_cdc.engine.storage import OffsetReader, OffsetStore, build_offset_store
+from airflow_cdc.engine.task_runner import TaskEnvironment, TaskRunner
+from airflow_cdc.engine.transforms import FunctionTransform, Transform, TransformChain
+from airflow_cdc.engine.validation import ValidatedConfig, validate_config
 
 log = logging.getLogger(__name__)
 
@@ -55,7 +49,7 @@ class Engine:
 
     def __init__(
         self,
-        config: Mapping[str, object],
+        config: Mapping[str, object] | ValidatedConfig,
         *,
         consumer: RecordConsumer | None = None,
         batch_handler: BatchHandler | None = None,
@@ -68,15 +62,24 @@ class Engine:
     ) -> None:
         if (consumer is None) == (batch_handler is None):
             raise TypeError("Engine needs exactly one of consumer= (per record) or batch_handler= (per batch)")
-        self.config = config if isinstance(config, Config) else Config(config)
-        if connector is not None and "connector.class" not in self.config:
-            self.config = self.config.with_(
-                **{"connector.class": f"{type(connector).__module__}:{type(connector).__qualname__}"}
-            )
-        self.settings, self._connector, configured = self._validate(connector, offset_store)
-        self.name: str = self.settings["name"]
+        if isinstance(config, ValidatedConfig):
+            if connector is not None:
+                raise TypeError("a ValidatedConfig brings its connector: validate_config(..., connector=) instead")
+            validated = config
+        else:
+            validated = validate_config(config, connector=connector, offset_store_given=offset_store is not None)
+        for warning in validated.warnings:
+            log.warning("engine %r: %s (fix: %s)", validated.name, f"{warning.key} {warning.message}", warning.fix)
+        self.validated = validated
+        self.config = validated.config
+        self.settings: Mapping[str, Any] = validated.engine
+        self._connector = validated.connector
+        self.name: str = validated.name
         self._transforms = TransformChain(
-            [*configured.transforms, *(t if isinstance(t, Transform) else FunctionTransform(t) for t in transforms)]
+            [
+                *validated.transforms.transforms,
+                *(t if isinstance(t, Transform) else FunctionTransform(t) for t in transforms),
+            ]
         )
         self._consumer = consumer
         self._batch_handler = batch_handler
@@ -106,31 +109,6 @@ class Engine:
         self._own_threads: set[int] = set()
 
     # -- configuration ---------------------------------------------------------------------
-    def _validate(
-        self, connector: SourceConnector | None, offset_store: OffsetStore | None
-    ) -> tuple[dict[str, Any], SourceConnector, TransformChain]:
-        resolved, problems = resolve_key_aliases(self.config)
-        values, more = ENGINE_CONFIG.check(resolved)
-        problems.extend(more)
-        if connector is None and "connector.class" in values:
-            try:
-                connector = load_connector_class(values["connector.class"])()
-            except ValueError as exc:
-                problems.append(ConfigProblem("connector.class", str(exc), "name an installed connector"))
-        if connector is not None:
-            problems.extend(connector.validate(self.config))
-        if offset_store is None:
-            problems.extend(offset_store_problems(values))
-        chain = TransformChain()
-        try:
-            chain = build_transform_chain(self.config)
-        except ConfigError as exc:
-            problems.extend(exc.problems)
-        if problems:
-            raise ConfigError(problems)
-        assert connector is not None
-        return values, connector, chain
-
     def _configured_store(self) -> OffsetStore:
         return build_offset_store(self.name, self.settings)
 
@@ -201,6 +179,18 @@ class Engine:
         configs = self._connector.task_configs(self.settings["tasks.max"])
         task_class = self._connector.task_class()
         reader = OffsetReader(self._store)
+        assert self._pool is not None
+        threads = self.settings["record.processing.threads"]
+        pipeline = Pipeline(self._transforms, self._serializer, self._pool, threads, self._retry, self._stop)
+        environment = TaskEnvironment(
+            self._store,
+            self._policy,
+            self._retry,
+            self._stop,
+            self.settings["max.queue.size"],
+            self._fail,
+            self._clock,
+        )
         for index, task_config in enumerate(configs):
             context = TaskContext(
                 f"{self.name}-{index}",
@@ -211,38 +201,16 @@ class Engine:
                 notifications=self.notifications,
                 signals=self.signals,
             )
-            self._runners.append(
-                TaskRunner(
-                    task=task_class(),
-                    context=context,
-                    processor=self._processor(),
-                    store=self._store,
-                    policy=self._policy,
-                    retry=self._retry,
-                    stop=self._stop,
-                    max_pending=self.settings["max.queue.size"],
-                    on_failure=self._fail,
-                    clock=self._clock,
-                )
-            )
+            self._runners.append(TaskRunner(task_class(), context, self._processor(pipeline), environment))
         log.info("engine %r: %d task(s) created", self.name, len(self._runners))
 
-    def _processor(self) -> RecordProcessor:
-        assert self._pool is not None
-        common: dict[str, Any] = dict(
-            transforms=self._transforms,
-            serializer=self._serializer,
-            pool=self._pool,
-            threads=self.settings["record.processing.threads"],
-            retry=self._retry,
-            stop=self._stop,
-        )
+    def _processor(self, pipeline: Pipeline) -> RecordProcessor:
         if self._batch_handler is not None:
-            return BatchProcessor(self._batch_handler, **common)
+            return BatchProcessor(self._batch_handler, pipeline)
         assert self._consumer is not None
         if self.settings["record.processing.order"] == "UNORDERED":
-            return UnorderedProcessor(self._consumer, **common)
-        return OrderedProcessor(self._consumer, **common)
+            return UnorderedProcessor(self._consumer, pipeline)
+        return OrderedProcessor(self._consumer, pipeline)
 
     def _start_tasks(self) -> None:
         for runner in self._runners:

@@ -1,5 +1,6 @@
 """The engine's own configuration fields, with Debezium's names and defaults (the offset store's
-fields, ``offset.storage*``, are declared in ``airflow_cdc.engine.storage.config``)."""
+fields, ``offset.storage*``, are declared in ``airflow_cdc.engine.storage.config``), and the
+keys of Kafka Connect's framework that are accepted and ignored."""
 
 from __future__ import annotations
 
@@ -99,6 +100,12 @@ ENGINE_CONFIG = ConfigDef(
         ),
         Field("notification.sink.topic.name", default="", doc="The topic of the sink notification channel."),
         Field(
+            "config.strict",
+            type="bool",
+            default=False,
+            doc="Refuse a key that no component reads (a misspelling, say) instead of warning about it.",
+        ),
+        Field(
             "gc.generation0.threshold",
             type="int",
             default=10_000,
@@ -109,3 +116,22 @@ ENGINE_CONFIG = ConfigDef(
         ),
     ]
 ).merged(OFFSET_STORAGE_CONFIG)
+
+#: Kafka Connect's framework keys, which a Debezium configuration carries and which mean nothing
+#: here: events are always Debezium's JSON (no converters) and errors are always logged. Accepted
+#: without a word so such a configuration moves here unchanged. Keys that would change what is
+#: captured or emitted (``schema.include.list``, ``converters``, ``errors.tolerance``, ...) are
+#: not among them: they are flagged like any unknown key.
+CONNECT_FRAMEWORK_KEYS = ConfigDef(
+    prefixes=("key.converter.", "value.converter.", "header.converter."),
+    ignored=(
+        "key.converter",
+        "value.converter",
+        "header.converter",
+        "connector.plugin.version",
+        "tasks.max.enforce",
+        "config.action.reload",
+        "errors.log.enable",
+        "errors.log.include.messages",
+    ),
+)

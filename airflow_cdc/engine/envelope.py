@@ -25,22 +25,6 @@ class Op(enum.StrEnum):
     MESSAGE = "m"  # a logical decoding message
 
 
-#: ``source.snapshot`` values Debezium uses.
-SNAPSHOT_VALUES = (
-    "true",
-    "first",
-    "first_in_data_collection",
-    "last_in_data_collection",
-    "last",
-    "false",
-    "incremental",
-)
-
-
-def now_ns() -> int:
-    return time.time_ns()
-
-
 def source_info(
     *,
     connector: str,
@@ -66,10 +50,6 @@ def source_info(
     return info
 
 
-def transaction_block(tx_id: str, total_order: int, data_collection_order: int) -> dict[str, Any]:
-    return {"id": tx_id, "total_order": total_order, "data_collection_order": data_collection_order}
-
-
 def change_envelope(
     op: Op | str,
     *,
@@ -80,7 +60,7 @@ def change_envelope(
     ts_ns: int | None = None,
 ) -> dict[str, Any]:
     """A Debezium change-event value. ``ts_*`` is when the engine processed the event."""
-    processed_ns = now_ns() if ts_ns is None else ts_ns
+    processed_ns = time.time_ns() if ts_ns is None else ts_ns
     return {
         "before": before,
         "after": after,
@@ -91,8 +71,3 @@ def change_envelope(
         "ts_us": processed_ns // 1_000,
         "ts_ns": processed_ns,
     }
-
-
-def topic_name(prefix: str, *parts: str) -> str:
-    """Debezium's topic naming: ``<topic.prefix>.<schema>.<table>`` (or ``<db>.<table>``)."""
-    return ".".join((prefix, *parts))

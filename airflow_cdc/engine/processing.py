@@ -23,8 +23,9 @@ import time
 from collections import deque
 from collections.abc import Callable, Sequence
 from concurrent.futures import Future, ThreadPoolExecutor
+from dataclasses import dataclass
 from functools import partial
-from typing import Any, Protocol, TypeAlias
+from typing import Any, Protocol, TypeAlias, runtime_checkable
 
 from airflow_cdc.engine.errors import RetriableError
 from airflow_cdc.engine.offsets import BatchHandle
@@ -65,7 +66,10 @@ class BlockingGauge:
     #: always measured.
     SAMPLE_EVERY = 8
 
-    def __init__(self) -> None:
+    def __init__(
+        self, wall: Callable[[], float] = time.perf_counter, cpu: Callable[[], float] = time.process_time
+    ) -> None:
+        self._wall, self._cpu = wall, cpu
         self.off_cpu = 0.0
         self._since_probe = 0
         self._unmeasured = self.SAMPLE_EVERY - 1  # the first chunk is measured
@@ -76,9 +80,9 @@ class BlockingGauge:
             work()
             return
         self._unmeasured = 0
-        wall, cpu = time.perf_counter(), time.process_time()
+        wall, cpu = self._wall(), self._cpu()
         work()
-        wall, cpu = time.perf_counter() - wall, time.process_time() - cpu
+        wall, cpu = self._wall() - wall, self._cpu() - cpu
         if wall > 0:
             self.off_cpu += 0.25 * (max(0.0, 1.0 - cpu / wall) - self.off_cpu)
         self._since_probe = 0
@@ -131,7 +135,10 @@ class BatchHandler(Protocol):
     def handle_batch(self, records: list[Any], committer: RecordCommitter) -> None: ...
 
 
+@runtime_checkable
 class Flushable(Protocol):
+    """A batch handler that buffers (a sink's open segment) and can deliver what it holds now."""
+
     def flush(self, timeout: float) -> None: ...
 
 
@@ -170,24 +177,31 @@ def chunks(size: int, parts: int) -> list[tuple[int, int]]:
     return bounds
 
 
+@dataclass(frozen=True)
+class Pipeline:
+    """What every task's processor shares: the transform chain and serializer a record goes
+    through, the pool (of ``threads`` threads) that may prepare chunks ahead, the retry policy
+    for retriable consumer errors, and the engine's stop signal."""
+
+    transforms: TransformChain
+    serializer: Serializer | None
+    pool: ThreadPoolExecutor
+    threads: int
+    retry: RetryPolicy
+    stop: StopSignal
+
+
 class RecordProcessor(abc.ABC):
-    def __init__(
-        self,
-        *,
-        transforms: TransformChain,
-        serializer: Serializer | None,
-        pool: ThreadPoolExecutor,
-        threads: int,
-        retry: RetryPolicy,
-        stop: StopSignal,
-    ) -> None:
-        self._transforms = transforms
-        self._serializer = serializer
-        self._pool = pool
-        self._threads = threads
-        self._retry = retry
-        self._stop = stop
-        self._gauge = BlockingGauge()
+    """One task's processor: the pipeline's work on that task's batches, handed to its consumer."""
+
+    def __init__(self, pipeline: Pipeline) -> None:
+        self._transforms = pipeline.transforms
+        self._serializer = pipeline.serializer
+        self._pool = pipeline.pool
+        self._threads = pipeline.threads
+        self._retry = pipeline.retry
+        self._stop = pipeline.stop
+        self._gauge = BlockingGauge()  # per task: each task's work may block differently
 
     def prepare(self, record: SourceRecord) -> Delivered | None:
         """Transform then serialize one record; None when a transform dropped it (or it is a
@@ -260,8 +274,8 @@ class RecordProcessor(abc.ABC):
 class OrderedProcessor(RecordProcessor):
     """Consumes prepared chunks in source order on the task thread."""
 
-    def __init__(self, consumer: RecordConsumer, **kwargs: Any) -> None:
-        super().__init__(**kwargs)
+    def __init__(self, consumer: RecordConsumer, pipeline: Pipeline) -> None:
+        super().__init__(pipeline)
         self._consumer = consumer
 
     def process(self, batch: Sequence[SourceRecord], handle: BatchHandle) -> None:
@@ -288,8 +302,8 @@ class OrderedProcessor(RecordProcessor):
 
 
 class UnorderedProcessor(RecordProcessor):
-    def __init__(self, consumer: RecordConsumer, **kwargs: Any) -> None:
-        super().__init__(**kwargs)
+    def __init__(self, consumer: RecordConsumer, pipeline: Pipeline) -> None:
+        super().__init__(pipeline)
         self._consumer = consumer
 
     def process(self, batch: Sequence[SourceRecord], handle: BatchHandle) -> None:
@@ -321,8 +335,8 @@ class UnorderedProcessor(RecordProcessor):
 
 
 class BatchProcessor(RecordProcessor):
-    def __init__(self, handler: BatchHandler, **kwargs: Any) -> None:
-        super().__init__(**kwargs)
+    def __init__(self, handler: BatchHandler, pipeline: Pipeline) -> None:
+        super().__init__(pipeline)
         self._handler = handler
 
     def process(self, batch: Sequence[SourceRecord], handle: BatchHandle) -> None:
@@ -348,6 +362,5 @@ class BatchProcessor(RecordProcessor):
     def flush(self, timeout: float) -> None:
         # A sink that buffers (a changelog's open segment) marks its records only once they are
         # durable; without this the final commit at shutdown would leave them for a redelivery.
-        flush = getattr(self._handler, "flush", None)
-        if flush is not None:
-            flush(timeout)
+        if isinstance(self._handler, Flushable):
+            self._handler.flush(timeout)

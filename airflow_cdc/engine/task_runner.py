@@ -6,6 +6,7 @@ from __future__ import annotations
 import logging
 import threading
 from collections.abc import Callable
+from dataclasses import dataclass
 from typing import Any
 
 from airflow_cdc.engine.commit_policy import OffsetCommitPolicy
@@ -19,33 +20,37 @@ from airflow_cdc.engine.storage.base import OffsetStore
 log = logging.getLogger(__name__)
 
 
+@dataclass(frozen=True)
+class TaskEnvironment:
+    """What the engine gives every task runner alike: where offsets go and when, how retriable
+    errors are retried, the stop signal, the back-pressure bound (``max.queue.size``), whom to
+    tell about a failure, and the clock."""
+
+    store: OffsetStore
+    policy: OffsetCommitPolicy
+    retry: RetryPolicy
+    stop: StopSignal
+    max_pending: int
+    on_failure: Callable[[BaseException], None]
+    clock: Clock
+
+
 class TaskRunner:
     def __init__(
-        self,
-        *,
-        task: SourceTask,
-        context: TaskContext,
-        processor: RecordProcessor,
-        store: OffsetStore,
-        policy: OffsetCommitPolicy,
-        retry: RetryPolicy,
-        stop: StopSignal,
-        max_pending: int,
-        on_failure: Callable[[BaseException], None],
-        clock: Clock,
+        self, task: SourceTask, context: TaskContext, processor: RecordProcessor, environment: TaskEnvironment
     ) -> None:
         self.task = task
         self.context = context
         self.task_id = context.task_id
         self.tracker = OffsetTracker()
         self._processor = processor
-        self._store = store
-        self._policy = policy
-        self._retry = retry
-        self._stop = stop
-        self._max_pending = max_pending
-        self._on_failure = on_failure
-        self._clock = clock
+        self._store = environment.store
+        self._policy = environment.policy
+        self._retry = environment.retry
+        self._stop = environment.stop
+        self._max_pending = environment.max_pending
+        self._on_failure = environment.on_failure
+        self._clock = clock = environment.clock
         self._go = threading.Event()
         #: Set while paused (Kafka Connect's pause): no polling, commits and keep-alives go on.
         self.paused = threading.Event()

@@ -12,9 +12,7 @@ URL, already attached to that broker) instead of starting one.
 from __future__ import annotations
 
 import os
-import signal
 import subprocess
-import time
 import uuid
 from pathlib import Path
 from typing import Any
@@ -27,10 +25,6 @@ from airflow_cdc.local.ports import port_open
 from airflow_cdc.local.process import (
     LocalServer,
     ServiceError,
-    make_service_dir,
-    stop_process,
-    sweep_stale,
-    track,
     wait_until,
 )
 
@@ -51,6 +45,9 @@ class KafkaConnectWorker(LocalServer):
 
     what = "Kafka Connect worker"
     bind_failed = _BIND_FAILED
+    kind, log_name, env_var = "connect", "connect.log", ENV_VAR
+    #: SIGTERM: the worker stops its connectors and leaves the group.
+    stop_timeout = 60.0
 
     def __init__(
         self,
@@ -70,7 +67,6 @@ class KafkaConnectWorker(LocalServer):
         self.directory: Path | None = None
         self.log_path: Path | None = None
         self.startup_seconds: float | None = None
-        self.starts = 0
         self._process: subprocess.Popen[bytes] | None = None
 
     @classmethod
@@ -123,32 +119,14 @@ class KafkaConnectWorker(LocalServer):
 
     # --- lifecycle -------------------------------------------------------------------------
 
-    def start(self) -> KafkaConnectWorker:
-        """Start the worker and wait until its REST API serves and lists Debezium's connectors.
-        Raises ``JvmPartsMissing`` without Java or the jars, ``ServiceError`` with the log tail
-        for any other failure."""
-        if self.external:
-            wait_until(self._answers, timeout=self.startup_timeout, what=f"Kafka Connect at {self.url}")
-            return self
-        if self.running:
-            return self
-        started = time.monotonic()
-        java, classpath = jvm.java(), jvm.classpath("kafka")
-        track(self)
-        try:
-            if self.directory is None:
-                sweep_stale("connect", signal.SIGTERM)
-                self.directory = make_service_dir("connect")
-                self.log_path = self.directory / "connect.log"
-                jvm.log4j2_properties(self.directory / "log4j2.properties")
-            self._java, self._classpath = java, classpath
-            self._run()
-        except BaseException:
-            self.close()
-            raise
-        self.startup_seconds = time.monotonic() - started
-        self.starts += 1
-        return self
+    def _check_installed(self) -> None:
+        self._java, self._classpath = jvm.java(), jvm.classpath("kafka")  # JvmPartsMissing without them
+
+    def _initialize(self) -> None:
+        jvm.log4j2_properties(self.directory / "log4j2.properties")  # type: ignore[operator]
+
+    def _check_external(self) -> None:
+        wait_until(self._answers, timeout=self.startup_timeout, what=f"Kafka Connect at {self.url}")
 
     def _command(self) -> tuple[list[str], dict[str, Any]]:
         settings = {**self.settings(), "listeners": f"http://{self.host}:{self.port}"}
@@ -179,12 +157,3 @@ class KafkaConnectWorker(LocalServer):
         if missing:
             raise ServiceError(f"{self.url} has no {', '.join(missing)} on its plugin path")
         return True
-
-    def stop(self) -> None:
-        """Stop the worker (SIGTERM: it stops its connectors and leaves the group; SIGKILL after
-        60 s). Raises for an external worker."""
-        if self.external:
-            raise ServiceError(f"the Kafka Connect worker from {ENV_VAR} cannot be stopped by the tests")
-        process, self._process = self._process, None
-        if process is not None:
-            stop_process(process, signal.SIGTERM, timeout=60)

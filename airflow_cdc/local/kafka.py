@@ -17,7 +17,6 @@ import base64
 import os
 import signal
 import subprocess
-import time
 import uuid
 from pathlib import Path
 from typing import Any
@@ -29,10 +28,7 @@ from airflow_cdc.local.ports import free_port, port_open
 from airflow_cdc.local.process import (
     LocalServer,
     ServiceError,
-    make_service_dir,
     stop_process,
-    sweep_stale,
-    track,
     wait_until,
 )
 
@@ -75,6 +71,9 @@ class KafkaBroker(LocalServer):
 
     what = "Kafka broker"
     bind_failed = _BIND_FAILED
+    kind, log_name, env_var = "kafka", "kafka.log", ENV_VAR
+    #: SIGTERM: a controlled shutdown that flushes the log.
+    stop_timeout = 60.0
 
     def __init__(
         self,
@@ -96,7 +95,6 @@ class KafkaBroker(LocalServer):
         self.directory: Path | None = None
         self.log_path: Path | None = None
         self.startup_seconds: float | None = None
-        self.starts = 0
         self._process: subprocess.Popen[bytes] | None = None
 
     @classmethod
@@ -121,43 +119,21 @@ class KafkaBroker(LocalServer):
     def bootstrap_servers(self) -> str:
         return self.external_bootstrap or f"{self.host}:{self.port}"
 
-    @property
-    def data_dir(self) -> Path | None:
-        return self.directory / "data" if self.directory else None
-
     def admin(self, **kwargs: Any) -> KafkaAdminClient:
         """A ``KafkaAdminClient`` for this broker (close it)."""
         return KafkaAdminClient(bootstrap_servers=self.bootstrap_servers, **kwargs)
 
     # --- lifecycle -------------------------------------------------------------------------
 
-    def start(self) -> KafkaBroker:
-        """Start the broker, or restart it on the same ports after ``stop()`` with its data (no-op
-        when running). Raises ``JvmPartsMissing`` without Java or the jars, ``ServiceError``
-        with the log tail for any other failure."""
-        if self.external:
-            wait_until(self._answers, timeout=self.startup_timeout, what=f"Kafka at {self.bootstrap_servers}")
-            return self
-        if self.running:
-            return self
-        started = time.monotonic()
-        java, classpath = jvm.java(), jvm.classpath("kafka")
-        track(self)
-        try:
-            if self.directory is None:
-                sweep_stale("kafka", signal.SIGTERM)
-                self.directory = make_service_dir("kafka")
-                self.log_path = self.directory / "kafka.log"
-                jvm.log4j2_properties(self.directory / "log4j2.properties")
-                self._format(java, classpath)
-            self._java, self._classpath = java, classpath
-            self._run()
-        except BaseException:
-            self.close()
-            raise
-        self.startup_seconds = time.monotonic() - started
-        self.starts += 1
-        return self
+    def _check_installed(self) -> None:
+        self._java, self._classpath = jvm.java(), jvm.classpath("kafka")  # JvmPartsMissing without them
+
+    def _initialize(self) -> None:
+        jvm.log4j2_properties(self.directory / "log4j2.properties")  # type: ignore[operator]
+        self._format(self._java, self._classpath)
+
+    def _check_external(self) -> None:
+        wait_until(self._answers, timeout=self.startup_timeout, what=f"Kafka at {self.bootstrap_servers}")
 
     def _jvm(self, java: str, classpath: str) -> list[str]:
         return [
@@ -212,16 +188,6 @@ class KafkaBroker(LocalServer):
             return True
         finally:
             admin.close()
-
-    def stop(self) -> None:
-        """Stop the broker (SIGTERM: a controlled shutdown that flushes its log; SIGKILL after
-        60 s). ``start()`` brings it back on the same ports with its data. Raises for an
-        external Kafka."""
-        if self.external:
-            raise ServiceError(f"the Kafka from {ENV_VAR} cannot be stopped or restarted by the tests")
-        process, self._process = self._process, None
-        if process is not None:
-            stop_process(process, signal.SIGTERM, timeout=60)
 
     def kill(self) -> None:
         """SIGKILL the broker (a crash); ``start()`` recovers its log on the same ports."""

@@ -11,9 +11,7 @@ from __future__ import annotations
 
 import os
 import shutil
-import signal
 import subprocess
-import time
 import uuid
 from pathlib import Path
 from typing import Any
@@ -21,15 +19,8 @@ from urllib.parse import unquote, urlparse
 
 import pymysql
 
-from airflow_cdc.local.process import (
-    BinaryNotFound,
-    LocalServer,
-    ServiceError,
-    make_service_dir,
-    stop_process,
-    sweep_stale,
-    track,
-)
+from airflow_cdc.engine.errors import MissingDependencyError
+from airflow_cdc.local.process import BinaryNotFound, LocalServer, ServiceError
 
 ENV_VAR = "CDC_TEST_MYSQL_URL"
 _BIND_FAILED = ("Address already in use", "Can't start server: Bind on TCP/IP port")
@@ -65,6 +56,7 @@ class MariaDBServer(LocalServer):
 
     what = "MariaDB"
     bind_failed = _BIND_FAILED
+    kind, log_name, env_var = "mariadb", "mariadb.log", ENV_VAR
 
     def __init__(
         self,
@@ -113,10 +105,6 @@ class MariaDBServer(LocalServer):
         return bool(self.external_url)
 
     @property
-    def data_dir(self) -> Path | None:
-        return self.directory / "data" if self.directory else None
-
-    @property
     def url(self) -> str:
         return f"mysql://{self.user}:{self.password}@{self.host}:{self.port}"
 
@@ -128,6 +116,15 @@ class MariaDBServer(LocalServer):
         """A pymysql connection, autocommit unless ``autocommit=False`` is passed."""
         kwargs.setdefault("autocommit", True)
         return pymysql.connect(**self.connection_params(**kwargs))
+
+    def binlog_reader(self, **kwargs: Any) -> Any:
+        """A python-mysql-replication ``BinLogStreamReader`` on this server's binlog (``kwargs``
+        as its own: ``server_id``, ``only_events``, ...). Needs the ``mysql`` extra."""
+        try:
+            from pymysqlreplication import BinLogStreamReader
+        except ImportError as exc:
+            raise MissingDependencyError("pymysqlreplication", "mysql") from exc
+        return BinLogStreamReader(connection_settings=self.connection_params(), is_mariadb=True, **kwargs)
 
     # --- databases -------------------------------------------------------------------------
 
@@ -143,34 +140,14 @@ class MariaDBServer(LocalServer):
 
     # --- lifecycle -------------------------------------------------------------------------
 
-    def start(self) -> MariaDBServer:
-        """Start the server (no-op when running). Raises ``BinaryNotFound`` if MariaDB is not
-        installed, ``ServiceError`` (with the server log tail) for any other failure."""
-        if self.external:
-            self._check_external()
-            return self
-        if self.running:
-            return self
+    def _check_installed(self) -> None:
         if self.binary is None or self.install_db is None:
             raise BinaryNotFound(
                 "MariaDB server binaries not found (install mariadb-server: mariadbd, mariadb-install-db)"
             )
-        started = time.monotonic()
-        track(self)
-        try:
-            if self.directory is None:
-                self._install()
-            self._run()
-        except BaseException:
-            self.close()
-            raise
-        self.startup_seconds = time.monotonic() - started
-        return self
 
-    def _install(self) -> None:
-        sweep_stale("mariadb")
-        self.directory = make_service_dir("mariadb")
-        self.log_path = self.directory / "mariadb.log"
+    def _initialize(self) -> None:
+        """mariadb-install-db: the system tables, root with an empty password."""
         done = subprocess.run(
             [
                 str(self.install_db),
@@ -239,12 +216,3 @@ class MariaDBServer(LocalServer):
             raise ServiceError(
                 f"the {ENV_VAR} server needs log_bin=ON, binlog_format=ROW, binlog_row_image=FULL; it has {settings}"
             )
-
-    def stop(self) -> None:
-        """Stop the server (SIGTERM, SIGKILL after 30 s); the directory stays so ``start()``
-        can bring it back. Not supported for an external server."""
-        if self.external:
-            raise ServiceError(f"the server from {ENV_VAR} is not ours to stop")
-        process, self._process = self._process, None
-        if process is not None:
-            stop_process(process, signal.SIGTERM, timeout=30)

@@ -26,15 +26,7 @@ from typing import Any
 import psycopg
 from psycopg import conninfo, sql
 
-from airflow_cdc.local.process import (
-    BinaryNotFound,
-    LocalServer,
-    ServiceError,
-    make_service_dir,
-    stop_process,
-    sweep_stale,
-    track,
-)
+from airflow_cdc.local.process import BinaryNotFound, LocalServer, ServiceError, stop_process
 
 ENV_VAR = "CDC_TEST_PG_DSN"
 
@@ -122,6 +114,8 @@ class PostgresServer(LocalServer):
 
     what = "PostgreSQL"
     bind_failed = _BIND_FAILED
+    kind, log_name, env_var = "pg", "postgres.log", ENV_VAR
+    stale_signal = signal.SIGQUIT
 
     def __init__(
         self,
@@ -167,10 +161,6 @@ class PostgresServer(LocalServer):
     @property
     def external(self) -> bool:
         return bool(self.external_dsn)
-
-    @property
-    def data_dir(self) -> Path | None:
-        return self.directory / "data" if self.directory else None
 
     def dsn(self, dbname: str = "postgres", **params: Any) -> str:
         """A libpq conninfo string for ``dbname``; ``params`` add or override keywords
@@ -226,35 +216,16 @@ class PostgresServer(LocalServer):
 
     # --- lifecycle -------------------------------------------------------------------------
 
-    def start(self) -> PostgresServer:
-        """Start the server (no-op when running). Raises ``BinaryNotFound`` if PostgreSQL is
-        not installed, ``ServiceError`` (with the server log tail) for any other failure."""
-        if self.external:
-            self._check_external()
-            return self
-        if self.running:
-            return self
+    def _check_installed(self) -> None:
         if self.bindir is None or not all((self.bindir / p).exists() for p in _SERVER_PROGRAMS):
             raise BinaryNotFound(
                 f"PostgreSQL server binaries (postgres, initdb, pg_ctl) not found in {self.bindir} "
                 "(install postgresql; looked in /usr/lib/postgresql/*/bin, `pg_config --bindir` and PATH)"
             )
-        started = time.monotonic()
-        track(self)
-        try:
-            if self.directory is None:
-                self._init_cluster()
-            self._run()
-        except BaseException:
-            self.close()
-            raise
-        self.startup_seconds = time.monotonic() - started
-        return self
 
-    def _init_cluster(self) -> None:
-        sweep_stale("pg", signal.SIGQUIT)
-        self.directory = make_service_dir("pg")
-        self.log_path = self.directory / "postgres.log"
+    def _initialize(self) -> None:
+        """initdb, and a pg_hba.conf that trusts local connections."""
+        assert self.directory is not None
         as_postgres = _as_postgres()
         if as_postgres:
             shutil.chown(self.directory, "postgres", "postgres")
@@ -297,14 +268,8 @@ class PostgresServer(LocalServer):
         if wal_level != ("logical",):
             raise ServiceError(f"the {ENV_VAR} server has wal_level={wal_level[0] if wal_level else '?'}, not logical")
 
-    def stop(self) -> None:
-        """Stop the server (``pg_ctl stop -m fast``, then immediate, then SIGKILL); the cluster
-        directory stays so ``start()`` can bring it back. Not supported for an external server."""
-        if self.external:
-            raise ServiceError(f"the server from {ENV_VAR} is not ours to stop")
-        process, self._process = self._process, None
-        if process is None or process.poll() is not None:
-            return
+    def _halt(self, process: subprocess.Popen[bytes]) -> None:
+        """``pg_ctl stop -m fast``, then immediate, then SIGKILL; the cluster directory stays."""
         with contextlib.suppress(subprocess.TimeoutExpired, OSError):
             subprocess.run(
                 [str(self.bindir / "pg_ctl"), "stop", "-D", str(self.data_dir), "-m", "fast", "-w", "-t", "30"],  # type: ignore[operator]

@@ -190,21 +190,40 @@ def _close_all() -> None:
 
 
 class LocalServer:
-    """What every local server shares: closing, context management, its log, its repr.
+    """What every local server shares: starting (or checking an external server), stopping,
+    closing, context management, its log, its repr.
 
-    Subclasses set ``directory``, ``log_path`` and ``_process``, and define ``external``,
-    ``address``, ``start()`` and ``stop()``.
+    :meth:`start` is the same for every server: an external one is only checked; a stopped one
+    comes back with its data (same directory, same port); a first start sweeps what killed runs
+    left, makes the service directory, lets the subclass prepare it (``_initialize``: initdb,
+    kafka-storage format, ...) and runs the program until it answers. Subclasses set ``kind``,
+    ``env_var`` and ``log_name``, and define ``external``, ``address``, ``_command()``,
+    ``_answers()`` and ``_check_external()``; ``_check_installed()``, ``_initialize()`` and
+    ``_halt()`` when the defaults do not fit.
     """
 
     #: Shown in messages ("PostgreSQL on port 21808").
     what: ClassVar[str] = "server"
     #: Log lines that mean the port was taken: start again on another port.
     bind_failed: ClassVar[tuple[str, ...]] = ()
+    #: The service directory is ``$TMPDIR/cdc-test-<kind>-XXXXXXXX``; its log file is ``log_name``.
+    kind: ClassVar[str] = "server"
+    log_name: ClassVar[str] = "server.log"
+    #: Names an existing server to use instead of starting one (``from_env()``).
+    env_var: ClassVar[str] = ""
+    #: What stops the server: this signal, then SIGKILL after ``stop_timeout`` seconds. A stale
+    #: server that a killed run left behind gets ``stale_signal``.
+    stop_signal: ClassVar[int] = signal.SIGTERM
+    stop_timeout: ClassVar[float] = 30.0
+    stale_signal: ClassVar[int] = signal.SIGTERM
 
     directory: Path | None
     log_path: Path | None
     port: int
     startup_timeout: float
+    startup_seconds: float | None
+    #: Successful starts of this server (a restart keeps the ports a first start chose).
+    starts: int = 0
     _process: subprocess.Popen[bytes] | None
 
     @property
@@ -219,10 +238,56 @@ class LocalServer:
     def running(self) -> bool:
         return self.external or (self._process is not None and self._process.poll() is None)
 
+    @property
+    def data_dir(self) -> Path | None:
+        return self.directory / "data" if self.directory else None
+
     def start(self) -> Self:
-        raise NotImplementedError
+        """Start the server, or bring a stopped one back on the same port with its data (no-op
+        when running); an external server is only checked. Raises ``BinaryNotFound`` when the
+        program is not installed, ``ServiceError`` with the log tail for any other failure."""
+        if self.external:
+            self._check_external()
+            return self
+        if self.running:
+            return self
+        self._check_installed()
+        started = time.monotonic()
+        track(self)
+        try:
+            if self.directory is None:
+                sweep_stale(self.kind, self.stale_signal)
+                self.directory = make_service_dir(self.kind)
+                self.log_path = self.directory / self.log_name
+                self._initialize()
+            self._run()
+        except BaseException:
+            self.close()
+            raise
+        self.startup_seconds = time.monotonic() - started
+        self.starts += 1
+        return self
 
     def stop(self) -> None:
+        """Stop the server (see ``stop_signal``); its directory stays, so ``start()`` brings it
+        back. Not possible for an external server."""
+        if self.external:
+            raise ServiceError(f"the {self.what} from {self.env_var} is not ours to stop or restart")
+        process, self._process = self._process, None
+        if process is not None and process.poll() is None:
+            self._halt(process)
+
+    def _halt(self, process: subprocess.Popen[bytes]) -> None:
+        stop_process(process, self.stop_signal, timeout=self.stop_timeout)
+
+    def _check_installed(self) -> None:
+        """Raise ``BinaryNotFound`` (or ``JvmPartsMissing``) when the program is not installed."""
+
+    def _initialize(self) -> None:
+        """Prepare a new service directory before the first start (initdb, format, ...)."""
+
+    def _check_external(self) -> None:
+        """Fail with a ServiceError when the external server is unusable."""
         raise NotImplementedError
 
     def _answers(self) -> bool:

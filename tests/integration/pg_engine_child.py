@@ -7,6 +7,7 @@ import json
 import os
 import signal
 import sys
+import time
 
 from airflow_cdc.engine import Engine, JsonSerializer
 
@@ -20,7 +21,8 @@ def main() -> None:
 
     class Handler:
         def handle_batch(self, records, committer) -> None:
-            lines = []
+            # When each batch was delivered: the crash test computes its duplicate bound from it.
+            lines = [f"batch {time.time():.6f} {len(records)}\n".encode()]
             for item in records:
                 key = item.key.decode() if item.key else "null"
                 value = item.value.decode() if item.value else "null"

@@ -68,3 +68,32 @@ def test_a_failing_consumer_stops_the_engine_and_releases_the_slot(pg_server, pg
     with pytest.raises(EngineFailedError, match="the target is gone"):
         Engine(config, consumer=broken).run()
     assert slot_row(pg_server, pg_database, config["slot.name"]) == (False,)
+
+
+def test_an_include_list_that_matches_no_table_is_an_error_naming_the_tables(pg_server, pg_database):
+    from airflow_cdc.engine import ConfigError
+
+    with pg_server.connect(pg_database) as conn:
+        conn.execute("create table orders (id int primary key)")
+        conn.execute("create table customers (id int primary key)")
+    config = engine_config(
+        pg_server, pg_database, **{"table.include.list": '"public"."orders"', "errors.max.retries": 0}
+    )
+    with pytest.raises(EngineFailedError) as failed:
+        Engine(config, consumer=lambda r: None).run()
+    error = failed.value.__cause__  # a failed start is raised as it is
+    assert isinstance(error, ConfigError)
+    (problem,) = error.problems
+    assert problem.key == "table.include.list"
+    assert "public.customers, public.orders" in problem.message
+    assert 'public.orders, not "public"."orders"' in problem.fix
+    assert slot_row(pg_server, pg_database, config["slot.name"]) is None  # refused before any slot
+
+
+def test_an_include_list_entry_that_matches_nothing_beside_others_is_a_warning(pg_server, pg_database, caplog):
+    with pg_server.connect(pg_database) as conn:
+        conn.execute("create table orders (id int primary key)")
+    config = engine_config(pg_server, pg_database, **{"table.include.list": r"public\.orders,public\.ordres"})
+    with EngineRunner(Engine(config, consumer=lambda r: None)):
+        pass
+    assert any("'public\\\\.ordres' matches no table" in r.getMessage() for r in caplog.records)

@@ -141,25 +141,30 @@ def test_mariadb_writes_a_full_row_binlog(mariadb_server: MariaDBServer) -> None
 
 @pytest.mark.filterwarnings("ignore:'db' is deprecated:DeprecationWarning")
 def test_mariadb_binlog_rows_read_back_with_column_names(mariadb_server: MariaDBServer, mariadb_database: str) -> None:
-    from pymysqlreplication import BinLogStreamReader
-    from pymysqlreplication.row_event import WriteRowsEvent
+    from pymysqlreplication.row_event import WriteRowsEvent  # the mysql extra (scripts/setup installs it)
 
     with mariadb_server.connect(database=mariadb_database) as conn, conn.cursor() as cur:
         cur.execute("create table t (id int primary key, name varchar(20))")
         cur.execute("insert into t values (1, 'one'), (2, 'two')")
-    reader = BinLogStreamReader(
-        connection_settings=mariadb_server.connection_params(),
+    reader = mariadb_server.binlog_reader(
         server_id=1000 + os.getpid() % 1000,
         blocking=False,
         only_events=[WriteRowsEvent],
         only_schemas=[mariadb_database],
-        is_mariadb=True,
     )
     try:
         rows = [row["values"] for event in reader for row in event.rows]
     finally:
         reader.close()
     assert rows == [{"id": 1, "name": "one"}, {"id": 2, "name": "two"}]
+
+
+def test_the_binlog_reader_without_the_mysql_extra_names_the_extra(monkeypatch: pytest.MonkeyPatch) -> None:
+    from airflow_cdc.engine.errors import MissingDependencyError
+
+    monkeypatch.setitem(sys.modules, "pymysqlreplication", None)  # as if not installed
+    with pytest.raises(MissingDependencyError, match=r"pip install 'airflow-cdc\[mysql\]'"):
+        MariaDBServer().binlog_reader(server_id=1)  # fails before connecting
 
 
 def test_mariadb_restarts_on_the_same_port_with_its_data(mariadb_server: MariaDBServer, mariadb_database: str) -> None:

@@ -61,10 +61,6 @@ SAMPLES = {
     "delete": b"D" + struct.pack("!I", 16384) + b"K" + tuple_data(b"1", None),
     "truncate": b"T" + struct.pack("!iB", 2, 3) + struct.pack("!II", 16384, 16390),
     "message": b"M" + struct.pack("!BQ", 1, 99) + s("airflow-cdc") + struct.pack("!i", 5) + b"hello",
-    "stream_start": b"S" + struct.pack("!IB", 900, 1),
-    "stream_stop": b"E",
-    "stream_commit": b"c" + struct.pack("!IBQQq", 900, 0, 10, 20, TS),
-    "stream_abort": b"A" + struct.pack("!II", 900, 901),
 }
 
 
@@ -95,13 +91,15 @@ def test_row_changes():
     assert delete.old == (b"1", None) and delete.old_is_key_only
 
 
-def test_truncate_message_and_streaming():
+def test_truncate_and_message():
     assert pg.decode(SAMPLES["truncate"]) == pg.Truncate((16384, 16390), True, True)
     assert pg.decode(SAMPLES["message"]) == pg.Message(True, 99, "airflow-cdc", b"hello")
-    assert pg.decode(SAMPLES["stream_start"]) == pg.StreamStart(900, True)
-    assert pg.decode(SAMPLES["stream_commit"]).xid == 900
-    streamed_insert = b"I" + struct.pack("!II", 900, 16384) + b"N" + tuple_data(b"7")
-    assert pg.decode(streamed_insert, in_stream=True) == pg.Insert(16384, (b"7",), xid=900)
+
+
+@pytest.mark.parametrize("tag", [b"S", b"E", b"c", b"A"])
+def test_version_2_streaming_messages_are_not_requested_so_not_decoded(tag):
+    with pytest.raises(DecodeError, match="unknown pgoutput message type"):
+        pg.decode(tag + struct.pack("!IB", 900, 1))
 
 
 def test_copy_data_and_standby_status():
@@ -134,13 +132,16 @@ def _decode_or_decode_error(data: bytes) -> None:
         pg.decode_copy_data(data)
 
 
-@settings(max_examples=2000, deadline=200)
+# No per-example deadline: on a loaded machine any example can stall for hundreds of ms (it
+# failed so at 285 ms). A decoder that loops on input is caught by pytest's timeout, and one that
+# waits for a declared length by test_huge_declared_lengths_fail_fast.
+@settings(max_examples=2000, deadline=None)
 @given(st.binary(max_size=200))
 def test_random_bytes_raise_only_decode_errors(data):
     _decode_or_decode_error(data)
 
 
-@settings(max_examples=2000, deadline=200)
+@settings(max_examples=2000, deadline=None)
 @given(st.sampled_from(sorted(SAMPLES)), st.data())
 def test_mutated_messages_raise_only_decode_errors(name, data):
     raw = bytearray(SAMPLES[name])

@@ -200,38 +200,68 @@ def test_ordered_prefetches_for_a_blocking_consumer_and_keeps_source_order():
     assert gauge.off_cpu > gauge.THRESHOLD  # measured as blocking: chunks were prefetched
 
 
+class GaugeClocks:
+    """The gauge's wall and CPU clocks, advanced by the work itself: deterministic under any load,
+    and read by nobody else (a monkeypatched ``time.process_time`` is read by every thread)."""
+
+    def __init__(self):
+        self.wall_s = self.cpu_s = 0.0
+        self.reads = 0
+
+    def wall(self):
+        self.reads += 1
+        return self.wall_s
+
+    def cpu(self):
+        self.reads += 1
+        return self.cpu_s
+
+    def computing(self, seconds=0.001):
+        def work():
+            self.wall_s += seconds
+            self.cpu_s += seconds
+
+        return work
+
+    def blocking(self, seconds=0.002):
+        def work():
+            self.wall_s += seconds
+
+        return work
+
+
 def test_blocking_gauge_tells_cpu_work_from_blocking_work():
     from airflow_cdc.engine.processing import BlockingGauge
 
-    cpu, blocked = BlockingGauge(), BlockingGauge()
+    cpu_clocks, blocked_clocks = GaugeClocks(), GaugeClocks()
+    cpu = BlockingGauge(wall=cpu_clocks.wall, cpu=cpu_clocks.cpu)
+    blocked = BlockingGauge(wall=blocked_clocks.wall, cpu=blocked_clocks.cpu)
     for _ in range(20):
-        cpu.measure(lambda: sum(range(20_000)))
-        blocked.measure(lambda: time.sleep(0.002))
-    assert cpu.off_cpu < BlockingGauge.THRESHOLD < blocked.off_cpu
+        cpu.measure(cpu_clocks.computing())
+        blocked.measure(blocked_clocks.blocking())
+    assert cpu.off_cpu == 0.0
+    assert blocked.off_cpu > BlockingGauge.THRESHOLD
     assert not cpu.prefetch_pays()
     # While prefetching, it stops once every PROBE_EVERY chunks to measure again.
     answers = [blocked.prefetch_pays() for _ in range(BlockingGauge.PROBE_EVERY)]
     assert answers[:-1] == [True] * (BlockingGauge.PROBE_EVERY - 1) and answers[-1] is False
 
 
-def test_blocking_gauge_samples_cpu_bound_chunks_and_measures_blocking_ones(monkeypatch):
+def test_blocking_gauge_samples_cpu_bound_chunks_and_measures_blocking_ones():
     from airflow_cdc.engine.processing import BlockingGauge
 
-    reads = []
-    clock = time.process_time
-    monkeypatch.setattr(time, "process_time", lambda: reads.append(1) or clock())
-    gauge = BlockingGauge()
+    clocks = GaugeClocks()
+    gauge = BlockingGauge(wall=clocks.wall, cpu=clocks.cpu)
     for _ in range(2 * BlockingGauge.SAMPLE_EVERY):
-        gauge.measure(lambda: sum(range(1_000)))
-    assert len(reads) == 2 * 2  # two chunks measured, two clock reads each
-    reads.clear()
+        gauge.measure(clocks.computing())
+    assert clocks.reads == 2 * 4  # two chunks measured, each reads both clocks twice
     for _ in range(BlockingGauge.SAMPLE_EVERY):
-        gauge.measure(lambda: time.sleep(0.002))
+        gauge.measure(clocks.blocking())
     # Sampled until one blocking chunk is measured; from then on every inline chunk is.
     assert gauge.off_cpu > BlockingGauge.THRESHOLD
-    reads.clear()
-    gauge.measure(lambda: time.sleep(0.002))
-    assert len(reads) == 2
+    clocks.reads = 0
+    gauge.measure(clocks.blocking())
+    assert clocks.reads == 4
 
 
 @pytest.mark.parametrize("mode", ["batch", "ordered", "unordered"])

@@ -5,10 +5,10 @@ Changing offsets under a running engine would be overwritten at its next commit,
 change takes the instance's state-directory lock first and is refused while it runs. (With
 ``offset.storage=kafka`` or ``jdbc`` the lock only sees instances on this machine.)
 
-Positions are given the way users know them and turned into each source's offset shape:
-a PostgreSQL LSN (``0/16B3748``) becomes ``{"lsn", "lsn_proc", "lsn_commit", ...}`` - the stream
-restarts after it; a MySQL binlog position ``file:pos`` becomes ``{"file", "pos"}``; a GTID set
-becomes ``{"gtids"}``; anything else is given as JSON.
+Positions are given the way users know them and turned into the source's offset shape by its
+connector's position codec (``airflow_cdc.engine.positions``): a PostgreSQL LSN (``0/16B3748``)
+becomes ``{"lsn", "lsn_proc", "lsn_commit", ...}`` - the stream restarts after it; a MySQL
+source will read binlog ``file:pos`` and GTID sets the same way; anything else is given as JSON.
 """
 
 from __future__ import annotations
@@ -17,17 +17,11 @@ import contextlib
 from collections.abc import Iterator, Mapping
 from typing import Any
 
-from airflow_cdc.engine.engine import Engine
-from airflow_cdc.engine.errors import CdcError, OffsetError, RefusedError
+from airflow_cdc.engine.errors import OffsetError, RefusedError
+from airflow_cdc.engine.positions import codec_for
 from airflow_cdc.engine.records import Offset, Partition
-from airflow_cdc.engine.server.instance import offsets_lock, resolve, state_dir
-from airflow_cdc.engine.sources.postgres.pgoutput import parse_lsn
-from airflow_cdc.engine.storage import OffsetStore
-
-
-class _Nowhere:
-    def handle_batch(self, records: list[Any], committer: Any) -> None:
-        raise AssertionError("offsets are administered without running the engine")
+from airflow_cdc.engine.server.instance import offsets_lock, state_dir, validated
+from airflow_cdc.engine.storage import OffsetStore, build_offset_store
 
 
 @contextlib.contextmanager
@@ -36,7 +30,8 @@ def stopped_store(props: Mapping[str, Any]) -> Iterator[OffsetStore]:
     directory = state_dir(props)
     try:
         with offsets_lock(directory):
-            store = Engine(resolve(props), batch_handler=_Nowhere()).offset_store
+            config = validated(props)  # the store the instance would use; no engine is built
+            store = build_offset_store(config.name, config.engine)
             store.start()
             try:
                 yield store
@@ -54,22 +49,10 @@ def show(props: Mapping[str, Any]) -> list[dict[str, Any]]:
         return [{"partition": p, "offset": o} for p, o in store.entries()]
 
 
-def position_offset(*, lsn: str | None = None, binlog: str | None = None, gtid: str | None = None) -> dict[str, Any]:
-    """A source offset from a position a user knows."""
-    if lsn is not None:
-        try:
-            value = int(lsn) if lsn.isdigit() else parse_lsn(lsn)
-        except (ValueError, CdcError) as exc:
-            raise OffsetError(f"--lsn {lsn!r} is not an LSN like 0/16B3748: {exc}") from None
-        return {"lsn": value, "lsn_proc": value, "lsn_commit": value, "event": 0, "txId": None, "ts_usec": 0}
-    if binlog is not None:
-        file, _, pos = binlog.rpartition(":")
-        if not file or not pos.isdigit():
-            raise OffsetError(f"--binlog {binlog!r} is not FILE:POSITION, e.g. mysql-bin.000003:4")
-        return {"file": file, "pos": int(pos)}
-    if gtid is not None:
-        return {"gtids": gtid}
-    raise OffsetError("give a position: --lsn, --binlog, --gtid or --offset JSON")
+def position_offset(props: Mapping[str, Any], position: str) -> Offset:
+    """The offset that resumes the instance's source right after ``position``, as its users
+    write positions (OffsetError, with an example, if it is not one)."""
+    return codec_for(props).parse(position)
 
 
 def _choose(store: OffsetStore, partition: Partition | None) -> Partition:

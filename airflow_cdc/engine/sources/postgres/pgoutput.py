@@ -1,5 +1,5 @@
-"""A sans-IO decoder of PostgreSQL's ``pgoutput`` logical replication protocol (v1, plus the
-v2 streaming messages).
+"""A sans-IO decoder of PostgreSQL's ``pgoutput`` logical replication protocol, version 1 (what
+``stream.py`` requests, as Debezium does).
 
 Pure functions over bytes, no sockets: :func:`decode` turns one message into a dataclass, and
 :func:`decode_copy_data` unwraps the replication stream's CopyData (XLogData, keepalive). Any
@@ -8,6 +8,13 @@ nothing loops on input, so the decoder can neither crash the stream nor hang it.
 
 Message layouts: PostgreSQL documentation, "Logical Replication Message Formats" and
 "Streaming Replication Protocol".
+
+Version 2's streaming of in-progress transactions (Stream Start/Stop/Commit/Abort, and a
+transaction id in every data message) is not requested, so not decoded. It would only move where
+a big transaction waits for its commit: change events are emitted in commit order and only for
+committed transactions (Debezium's contract), so streamed changes would have to be buffered here,
+in memory or on disk, until their Stream Commit - work the server already does, spilling to disk
+past ``logical_decoding_work_mem`` - and discarded on Stream Abort.
 """
 
 from __future__ import annotations
@@ -108,7 +115,6 @@ class Relation:
     name: str
     replica_identity: str  # d(efault), n(othing), f(ull), i(ndex)
     columns: tuple[Column, ...]
-    xid: int | None = None
 
 
 @immutable
@@ -116,14 +122,12 @@ class Type:
     oid: int
     namespace: str
     name: str
-    xid: int | None = None
 
 
 @immutable
 class Insert:
     relation_oid: int
     new: tuple[ColumnValue, ...]
-    xid: int | None = None
 
 
 @immutable
@@ -132,7 +136,6 @@ class Update:
     new: tuple[ColumnValue, ...]
     old: tuple[ColumnValue, ...] | None = None
     old_is_key_only: bool = False  # 'K': only the replica identity columns were sent
-    xid: int | None = None
 
 
 @immutable
@@ -140,7 +143,6 @@ class Delete:
     relation_oid: int
     old: tuple[ColumnValue, ...]
     old_is_key_only: bool
-    xid: int | None = None
 
 
 @immutable
@@ -148,7 +150,6 @@ class Truncate:
     relation_oids: tuple[int, ...]
     cascade: bool
     restart_identity: bool
-    xid: int | None = None
 
 
 @immutable
@@ -157,51 +158,9 @@ class Message:
     lsn: int
     prefix: str
     content: bytes
-    xid: int | None = None
 
 
-@immutable
-class StreamStart:
-    xid: int
-    first_segment: bool
-
-
-@immutable
-class StreamStop:
-    pass
-
-
-@immutable
-class StreamCommit:
-    xid: int
-    flags: int
-    commit_lsn: int
-    end_lsn: int
-    commit_time_us: int
-
-
-@immutable
-class StreamAbort:
-    xid: int
-    subxid: int
-
-
-PgOutputMessage: TypeAlias = (
-    Begin
-    | Commit
-    | Origin
-    | Relation
-    | Type
-    | Insert
-    | Update
-    | Delete
-    | Truncate
-    | Message
-    | StreamStart
-    | StreamStop
-    | StreamCommit
-    | StreamAbort
-)
+PgOutputMessage: TypeAlias = Begin | Commit | Origin | Relation | Type | Insert | Update | Delete | Truncate | Message
 
 
 # -- the reader ----------------------------------------------------------------------------
@@ -312,24 +271,19 @@ _KEEPALIVE = struct.Struct("!QqB")
 # -- decoding --------------------------------------------------------------------------------
 
 
-def _xid(reader: _Reader, streaming: bool) -> int | None:
-    return reader.uint32() if streaming else None
-
-
-def _begin(r: _Reader, streaming: bool) -> Begin:
+def _begin(r: _Reader) -> Begin:
     return Begin(r.uint64(), pg_time_to_unix_us(r.int64()), r.uint32())
 
 
-def _commit(r: _Reader, streaming: bool) -> Commit:
+def _commit(r: _Reader) -> Commit:
     return Commit(r.byte(), r.uint64(), r.uint64(), pg_time_to_unix_us(r.int64()))
 
 
-def _origin(r: _Reader, streaming: bool) -> Origin:
+def _origin(r: _Reader) -> Origin:
     return Origin(r.uint64(), r.string())
 
 
-def _relation(r: _Reader, streaming: bool) -> Relation:
-    xid = _xid(r, streaming)
+def _relation(r: _Reader) -> Relation:
     oid, namespace, name, identity = r.uint32(), r.string(), r.string(), r.char()
     count = r.int16()
     if count < 0:
@@ -338,24 +292,21 @@ def _relation(r: _Reader, streaming: bool) -> Relation:
     for _ in range(count):
         flags = r.byte()
         columns.append(Column(r.string(), r.uint32(), r.int32(), bool(flags & 1)))
-    return Relation(oid, namespace, name, identity, tuple(columns), xid)
+    return Relation(oid, namespace, name, identity, tuple(columns))
 
 
-def _type(r: _Reader, streaming: bool) -> Type:
-    xid = _xid(r, streaming)
-    return Type(r.uint32(), r.string(), r.string(), xid)
+def _type(r: _Reader) -> Type:
+    return Type(r.uint32(), r.string(), r.string())
 
 
-def _insert(r: _Reader, streaming: bool) -> Insert:
-    xid = _xid(r, streaming)
+def _insert(r: _Reader) -> Insert:
     oid = r.uint32()
     if (marker := r.char()) != "N":
         raise DecodeError(f"insert: expected 'N' before the new tuple, got {marker!r}")
-    return Insert(oid, r.tuple_data(), xid)
+    return Insert(oid, r.tuple_data())
 
 
-def _update(r: _Reader, streaming: bool) -> Update:
-    xid = _xid(r, streaming)
+def _update(r: _Reader) -> Update:
     oid = r.uint32()
     marker = r.char()
     old, key_only = None, False
@@ -364,52 +315,33 @@ def _update(r: _Reader, streaming: bool) -> Update:
         marker = r.char()
     if marker != "N":
         raise DecodeError(f"update: expected 'N' before the new tuple, got {marker!r}")
-    return Update(oid, r.tuple_data(), old, key_only, xid)
+    return Update(oid, r.tuple_data(), old, key_only)
 
 
-def _delete(r: _Reader, streaming: bool) -> Delete:
-    xid = _xid(r, streaming)
+def _delete(r: _Reader) -> Delete:
     oid = r.uint32()
     marker = r.char()
     if marker not in ("K", "O"):
         raise DecodeError(f"delete: expected 'K' or 'O' before the old tuple, got {marker!r}")
-    return Delete(oid, r.tuple_data(), marker == "K", xid)
+    return Delete(oid, r.tuple_data(), marker == "K")
 
 
-def _truncate(r: _Reader, streaming: bool) -> Truncate:
-    xid = _xid(r, streaming)
+def _truncate(r: _Reader) -> Truncate:
     count = r.int32()
     if count < 0:
         raise DecodeError(f"negative relation count {count} in truncate")
     options = r.byte()
     oids = tuple(r.uint32() for _ in range(count))
-    return Truncate(oids, bool(options & 1), bool(options & 2), xid)
+    return Truncate(oids, bool(options & 1), bool(options & 2))
 
 
-def _message(r: _Reader, streaming: bool) -> Message:
-    xid = _xid(r, streaming)
+def _message(r: _Reader) -> Message:
     flags, lsn, prefix = r.byte(), r.uint64(), r.string()
     content = r._take(r.int32())
-    return Message(bool(flags & 1), lsn, prefix, content, xid)
+    return Message(bool(flags & 1), lsn, prefix, content)
 
 
-def _stream_start(r: _Reader, streaming: bool) -> StreamStart:
-    return StreamStart(r.uint32(), r.byte() == 1)
-
-
-def _stream_stop(r: _Reader, streaming: bool) -> StreamStop:
-    return StreamStop()
-
-
-def _stream_commit(r: _Reader, streaming: bool) -> StreamCommit:
-    return StreamCommit(r.uint32(), r.byte(), r.uint64(), r.uint64(), pg_time_to_unix_us(r.int64()))
-
-
-def _stream_abort(r: _Reader, streaming: bool) -> StreamAbort:
-    return StreamAbort(r.uint32(), r.uint32())
-
-
-_DECODERS: dict[str, Callable[[_Reader, bool], PgOutputMessage]] = {
+_DECODERS: dict[str, Callable[[_Reader], PgOutputMessage]] = {
     "B": _begin,
     "C": _commit,
     "O": _origin,
@@ -420,18 +352,13 @@ _DECODERS: dict[str, Callable[[_Reader, bool], PgOutputMessage]] = {
     "D": _delete,
     "T": _truncate,
     "M": _message,
-    "S": _stream_start,
-    "E": _stream_stop,
-    "c": _stream_commit,
-    "A": _stream_abort,
 }
 
 
-def decode(data: bytes | memoryview, *, in_stream: bool = False) -> PgOutputMessage:
-    """Decode one pgoutput message. ``in_stream``: inside a v2 streamed transaction (between
-    Stream Start and Stream Stop), where data messages carry the transaction id first."""
+def decode(data: bytes | memoryview) -> PgOutputMessage:
+    """Decode one pgoutput (version 1) message."""
     reader = _Reader(data)
-    if not in_stream and reader.data[:1] == b"I" and reader.data[5:6] == b"N":  # the commonest message
+    if reader.data[:1] == b"I" and reader.data[5:6] == b"N":  # the commonest message
         reader.pos = 6
         message: PgOutputMessage = Insert(_UINT32.unpack_from(reader.data, 1)[0], reader.tuple_data())
         reader.done("Insert")
@@ -440,7 +367,7 @@ def decode(data: bytes | memoryview, *, in_stream: bool = False) -> PgOutputMess
     decoder = _DECODERS.get(tag)
     if decoder is None:
         raise DecodeError(f"unknown pgoutput message type {tag!r}")
-    decoded = decoder(reader, in_stream)
+    decoded = decoder(reader)
     reader.done(type(decoded).__name__)
     return decoded
 

@@ -56,6 +56,11 @@ class ReplicationStream:
     def connection(self) -> psycopg.Connection[tuple[object, ...]]:
         return self._conn
 
+    @property
+    def backend_pid(self) -> int:
+        """The PID of the server's WAL sender serving this connection."""
+        return self._pgconn.backend_pid
+
     def create_slot(self, slot: str, *, export_snapshot: bool) -> tuple[int, str | None]:
         """CREATE_REPLICATION_SLOT ... pgoutput: the consistent point, and the exported snapshot
         name (valid until this connection runs its next command)."""
