@@ -38,6 +38,8 @@ def _parser() -> argparse.ArgumentParser:
         sub.add_argument("--config", required=True, type=Path, help="YAML or Java-properties file, Debezium keys")
         if action in ("start", "stop"):
             sub.add_argument("--timeout", type=float, default=60.0, help="seconds to wait (default 60)")
+        if action in ("run", "start", "check"):
+            sub.add_argument("--strict", action="store_true", help="unknown keys are errors (as config.strict=true)")
 
     offsets = commands.add_parser("offsets", help="show, set or reset a stopped instance's offsets").add_subparsers(
         dest="action", required=True
@@ -53,9 +55,16 @@ def _parser() -> argparse.ArgumentParser:
             sub.add_argument("--partition", type=json.loads, help='the partition as JSON, e.g. {"server": "shop"}')
         if action == "set":
             where = sub.add_mutually_exclusive_group(required=True)
-            where.add_argument("--lsn", help="PostgreSQL: stream after this LSN, e.g. 0/16B3748")
-            where.add_argument("--binlog", help="MySQL: FILE:POSITION")
-            where.add_argument("--gtid", help="MySQL: a GTID set")
+            where.add_argument(
+                "--position",
+                "--lsn",
+                "--binlog",
+                "--gtid",
+                dest="position",
+                metavar="POSITION",
+                help="resume right after this position, as the source writes them: a PostgreSQL LSN "
+                "(0/16B3748); MySQL binlog FILE:POS or a GTID set (--lsn, --binlog, --gtid are other names)",
+            )
             where.add_argument("--offset", type=json.loads, help="the offset as JSON")
     return parser
 
@@ -76,6 +85,8 @@ def main(argv: list[str] | None = None) -> int:
         print(f"invalid configuration in {args.config}:", file=sys.stderr)
         for problem in exc.problems:
             print(f"  - {problem.key}: {problem.message} (fix: {problem.fix})", file=sys.stderr)
+        for warning in exc.warnings:
+            print(f"warning: {warning.key} {warning.message} (fix: {warning.fix})", file=sys.stderr)
         return EXIT_CONFIG
     except RefusedError as exc:
         print(f"refused: {exc}", file=sys.stderr)
@@ -97,18 +108,18 @@ def _demo(args: argparse.Namespace) -> int:
 
 
 def _engine(args: argparse.Namespace) -> int:
-    from airflow_cdc.engine.errors import ConfigError
     from airflow_cdc.engine.server import control
     from airflow_cdc.engine.server.config_file import load_config_file
-    from airflow_cdc.engine.server.instance import EngineInstance, check
+    from airflow_cdc.engine.server.instance import EngineInstance, validated
 
     props = load_config_file(args.config)
     if args.action in ("run", "start", "check"):
-        problems = check(props)
-        if problems:
-            raise ConfigError(problems)
+        config = validated(props, strict=True if args.strict else None)  # ConfigError: every problem
+        if args.action != "run":  # a running engine logs them itself
+            for warning in config.warnings:
+                print(f"warning: {warning.key} {warning.message} (fix: {warning.fix})", file=sys.stderr)
     if args.action == "check":
-        print("configuration OK")
+        print(f"configuration OK{f' ({len(config.warnings)} warning(s))' if config.warnings else ''}")
         return 0
     if args.action == "run":
         return EngineInstance(props).run()
@@ -123,15 +134,19 @@ def _engine(args: argparse.Namespace) -> int:
 
 
 def _offsets(args: argparse.Namespace) -> int:
+    from airflow_cdc.engine.positions import codec_for
     from airflow_cdc.engine.server import offsets_admin
     from airflow_cdc.engine.server.config_file import load_config_file
 
     props = load_config_file(args.config)
+    positions = codec_for(props)
     if args.action == "show":
-        _print({"offsets": offsets_admin.show(props)})
+        shown = offsets_admin.show(props)
+        _print({"offsets": [{**entry, "position": positions.format(entry["offset"])} for entry in shown]})
     elif args.action == "set":
-        offset = args.offset or offsets_admin.position_offset(lsn=args.lsn, binlog=args.binlog, gtid=args.gtid)
-        _print(offsets_admin.set_offset(props, offset, args.partition))
+        offset = args.offset or offsets_admin.position_offset(props, args.position)
+        changed = offsets_admin.set_offset(props, offset, args.partition)
+        _print({**changed, "position": positions.format(changed["offset"])})
     else:
         _print({"removed": offsets_admin.reset(props, args.partition)})
     return 0

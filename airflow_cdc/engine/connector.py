@@ -14,6 +14,7 @@ from typing import ClassVar
 from airflow_cdc.engine.config import Config, ConfigDef
 from airflow_cdc.engine.errors import ConfigProblem
 from airflow_cdc.engine.notifications import NotificationBus
+from airflow_cdc.engine.positions import OPAQUE_POSITIONS, Phase, PositionCodec, SourcePosition
 from airflow_cdc.engine.records import Offset, Partition, SourceRecord
 from airflow_cdc.engine.signals.channels import InProcessChannel
 from airflow_cdc.engine.storage.base import OffsetReader
@@ -80,11 +81,19 @@ class SourceTask(abc.ABC):
         threads: read fields, do no I/O."""
         return {}
 
+    def position(self) -> SourcePosition:
+        """The task's phase, its partition and the newest source position it has seen (an
+        offset of the connector's ``positions`` codec), for status and sensors. Called from
+        other threads: read fields, do no I/O."""
+        return SourcePosition(Phase.STREAMING)
+
 
 class SourceConnector(abc.ABC):
     """Validates the source config and splits the work into task configs."""
 
     config_def: ClassVar[ConfigDef] = ConfigDef()
+    #: Reads users' positions and compares offsets (airflow_cdc.engine.positions).
+    positions: ClassVar[PositionCodec] = OPAQUE_POSITIONS
 
     def validate(self, config: Config) -> list[ConfigProblem]:
         """Every problem with the connector's part of the config (no I/O)."""

@@ -36,10 +36,12 @@ class ConfigProblem:
 
 
 class ConfigError(CdcError):
-    """The configuration is invalid; ``problems`` lists every problem found, not just the first."""
+    """The configuration is invalid; ``problems`` lists every problem found, not just the first,
+    and ``warnings`` what is doubtful besides (unknown keys), so a config is mended in one pass."""
 
-    def __init__(self, problems: Sequence[ConfigProblem]) -> None:
+    def __init__(self, problems: Sequence[ConfigProblem], *, warnings: Sequence[ConfigProblem] = ()) -> None:
         self.problems = list(problems)
+        self.warnings = list(warnings)
         lines = "\n".join(f"  - {p}" for p in self.problems)
         super().__init__(f"invalid configuration ({len(self.problems)} problem(s)):\n{lines}")
 
@@ -85,6 +87,23 @@ class TaskError(CdcError):
 
 class EngineFailedError(CdcError):
     """The engine stopped because of an error; ``__cause__`` holds the original."""
+
+
+class ApiError(CdcError):
+    """An engine instance's control API answered a request with an error; ``status`` is the HTTP
+    status (0: no answer), ``message`` the API's own words."""
+
+    def __init__(self, method: str, url: str, status: int, message: str) -> None:
+        self.method, self.url, self.status, self.message = method, url, status, message
+        super().__init__(f"{method} {url} -> {status}: {message}" if status else f"{method} {url}: {message}")
+
+
+class ApiRefusedError(ApiError, RefusedError):
+    """The API refused the request as things stand (409), e.g. changing a running instance's offsets."""
+
+
+class ApiUnavailableError(ApiError, RetriableError):
+    """The API cannot answer now: unreachable, a timeout, or 502/503/504. Worth trying again."""
 
 
 class MissingDependencyError(CdcError):

@@ -1,27 +1,28 @@
 """A small client for Kafka Connect's REST API, sync (``ConnectClient``) and async
 (``AsyncConnectClient``) on httpx.
 
-Both build the same ``_Call`` for every operation, so the two cannot drift apart: only sending
-differs. Connect answers errors as ``{"error_code": ..., "message": ...}``; they become
-``ConnectRestError`` with that message. A worker that cannot answer now is
-``ConnectUnavailableError``, which is retriable: a refused connection or a timeout, 503, a 409
-other than "already exists" (a rebalance or a concurrent config change), a 500 "Request timed
-out" (the herder is busy), and a 404 that is not Connect's JSON (a starting worker's web server
-answers every path with Jetty's HTML page before the API is registered; recorded under
-tests/unit/data/connect/).
+Both build the same ``Call`` for every operation and send it through the project's shared
+senders (``airflow_cdc.engine.rest``), so the two cannot drift apart. Connect answers errors as
+``{"error_code": ..., "message": ...}``; they become ``ConnectRestError`` with that message. A
+worker that cannot answer now is ``ConnectUnavailableError``, which is retriable: a refused
+connection or a timeout, 503, a 409 other than "already exists" (a rebalance or a concurrent
+config change), a 500 "Request timed out" (the herder is busy), and a 404 that is not Connect's
+JSON (a starting worker's web server answers every path with Jetty's HTML page before the API
+is registered; recorded under tests/unit/data/connect/).
 """
 
 from __future__ import annotations
 
 import time
 from collections.abc import Callable, Mapping
-from dataclasses import dataclass, field
+from dataclasses import dataclass
 from typing import Any
 from urllib.parse import quote
 
 import httpx
 
 from airflow_cdc.engine.errors import CdcError, RetriableError
+from airflow_cdc.engine.rest import AsyncSender, Call, SyncSender, error_message
 
 #: Connector and task states as Connect reports them.
 RUNNING, FAILED, PAUSED, STOPPED, UNASSIGNED, RESTARTING = (
@@ -105,80 +106,68 @@ def _summary(trace: str | None) -> str:
     return f"{lines[0]} (caused by: {causes[-1]})" if causes else lines[0]
 
 
-@dataclass(frozen=True)
-class _Call:
-    """One REST request and how to read its answer."""
-
-    method: str
-    path: str
-    body: Any = None
-    params: Mapping[str, Any] = field(default_factory=dict)
-    parse: Callable[[httpx.Response], Any] = lambda response: response.json() if response.content else None
-
-
 def _path(*parts: str) -> str:
     return "/" + "/".join(quote(part, safe="") for part in parts)
 
 
 class _Calls:
-    """Every operation as a ``_Call``; subclasses say how to send one."""
+    """Every operation as a ``Call``; the senders (``airflow_cdc.engine.rest``) send them."""
 
-    def _send(self, call: _Call) -> Any:
-        raise NotImplementedError
+    _send: Callable[[Call[Any]], Any]
 
     def version(self) -> Any:
         """``{"version", "commit", "kafka_cluster_id"}``."""
-        return self._send(_Call("GET", "/"))
+        return self._send(Call("GET", "/"))
 
     def plugins(self) -> Any:
         """The connector classes installed: ``[{"class", "type", "version"}, ...]``."""
-        return self._send(_Call("GET", "/connector-plugins"))
+        return self._send(Call("GET", "/connector-plugins"))
 
     def connectors(self) -> Any:
-        return self._send(_Call("GET", "/connectors"))
+        return self._send(Call("GET", "/connectors"))
 
     def create(self, name: str, config: Mapping[str, Any]) -> Any:
         """Create a connector; ``ConnectRestError`` (409) if one has that name."""
-        return self._send(_Call("POST", "/connectors", {"name": name, "config": _strings(config)}))
+        return self._send(Call("POST", "/connectors", body={"name": name, "config": _strings(config)}))
 
     def put_config(self, name: str, config: Mapping[str, Any]) -> Any:
         """Create the connector, or replace its config."""
-        return self._send(_Call("PUT", _path("connectors", name, "config"), _strings(config)))
+        return self._send(Call("PUT", _path("connectors", name, "config"), body=_strings(config)))
 
     def config(self, name: str) -> Any:
-        return self._send(_Call("GET", _path("connectors", name, "config")))
+        return self._send(Call("GET", _path("connectors", name, "config")))
 
     def status(self, name: str) -> Any:
-        return self._send(_Call("GET", _path("connectors", name, "status"), parse=_status))
+        return self._send(Call("GET", _path("connectors", name, "status"), read=_status))
 
     def pause(self, name: str) -> Any:
-        return self._send(_Call("PUT", _path("connectors", name, "pause")))
+        return self._send(Call("PUT", _path("connectors", name, "pause")))
 
     def resume(self, name: str) -> Any:
-        return self._send(_Call("PUT", _path("connectors", name, "resume")))
+        return self._send(Call("PUT", _path("connectors", name, "resume")))
 
     def stop(self, name: str) -> Any:
         """Stop the connector and its tasks, keeping its config (the state offsets change in)."""
-        return self._send(_Call("PUT", _path("connectors", name, "stop")))
+        return self._send(Call("PUT", _path("connectors", name, "stop")))
 
     def restart(self, name: str, *, include_tasks: bool = False, only_failed: bool = False) -> Any:
         params = {"includeTasks": str(include_tasks).lower(), "onlyFailed": str(only_failed).lower()}
-        return self._send(_Call("POST", _path("connectors", name, "restart"), params=params))
+        return self._send(Call("POST", _path("connectors", name, "restart"), params=params))
 
     def delete(self, name: str) -> Any:
-        return self._send(_Call("DELETE", _path("connectors", name)))
+        return self._send(Call("DELETE", _path("connectors", name)))
 
     def offsets(self, name: str) -> Any:
         """``[{"partition": {...}, "offset": {...}}, ...]`` (Connect 3.5+)."""
-        return self._send(_Call("GET", _path("connectors", name, "offsets"), parse=lambda r: r.json()["offsets"]))
+        return self._send(Call("GET", _path("connectors", name, "offsets"), read=lambda r: r.json()["offsets"]))
 
     def alter_offsets(self, name: str, offsets: list[Mapping[str, Any]]) -> Any:
         """Set offsets (``offset`` None removes one); the connector must be STOPPED."""
-        return self._send(_Call("PATCH", _path("connectors", name, "offsets"), {"offsets": offsets}))
+        return self._send(Call("PATCH", _path("connectors", name, "offsets"), body={"offsets": offsets}))
 
     def reset_offsets(self, name: str) -> Any:
         """Remove every offset of the connector; it must be STOPPED."""
-        return self._send(_Call("DELETE", _path("connectors", name, "offsets")))
+        return self._send(Call("DELETE", _path("connectors", name, "offsets")))
 
     def validate(self, connector_class: str, config: Mapping[str, Any]) -> Any:
         """Connect's validation of a config: ``{"error_count", "configs": [...]}``. Connect
@@ -186,7 +175,7 @@ class _Calls:
         ``create``) the short class name stands in, so that only real problems are counted."""
         short = connector_class.rsplit(".", 1)[-1]
         body = _strings({"connector.class": connector_class, "name": short, **config})
-        return self._send(_Call("PUT", _path("connector-plugins", short, "config", "validate"), body))
+        return self._send(Call("PUT", _path("connector-plugins", short, "config", "validate"), body=body))
 
 
 def _strings(config: Mapping[str, Any]) -> dict[str, str]:
@@ -209,16 +198,12 @@ def validation_errors(answer: Mapping[str, Any]) -> list[str]:
     ]
 
 
-def _check(call: _Call, response: httpx.Response) -> Any:
+def _check(call: Call[Any], response: httpx.Response) -> Any:
     if response.is_success:
-        return call.parse(response)
+        return call.read(response)
     status = response.status_code
-    try:
-        body = response.json()
-    except ValueError:
-        body = None
-    if isinstance(body, dict) and body.get("message"):
-        message = str(body["message"])
+    message = error_message(response)
+    if message is not None:
         retriable = status == 503 or (status == 409 and "already exists" not in message)
         retriable = retriable or (status == 500 and message.startswith("Request timed out"))
     else:
@@ -230,11 +215,11 @@ def _check(call: _Call, response: httpx.Response) -> Any:
     raise error(call.method, str(response.url), status, message)
 
 
-def _unavailable(call: _Call, base_url: str, exc: httpx.TransportError) -> ConnectUnavailableError:
+def _unavailable(call: Call[Any], base_url: str, exc: httpx.TransportError) -> ConnectUnavailableError:
     return ConnectUnavailableError(call.method, f"{base_url}{call.path}", 0, f"{type(exc).__name__}: {exc}")
 
 
-class ConnectClient(_Calls):
+class ConnectClient(_Calls, SyncSender):
     """Synchronous client: ``ConnectClient("http://127.0.0.1:8083")``; a context manager.
     ``transport`` replaces the network (tests replay recorded answers with ``httpx.MockTransport``)."""
 
@@ -246,15 +231,7 @@ class ConnectClient(_Calls):
         auth: tuple[str, str] | None = None,
         transport: httpx.BaseTransport | None = None,
     ) -> None:
-        self.url = url.rstrip("/")
-        self._http = httpx.Client(base_url=self.url, timeout=timeout, auth=auth, transport=transport)
-
-    def _send(self, call: _Call) -> Any:
-        try:
-            response = self._http.request(call.method, call.path, json=call.body, params=dict(call.params))
-        except httpx.TransportError as exc:
-            raise _unavailable(call, self.url, exc) from exc
-        return _check(call, response)
+        super().__init__(url, _check, _unavailable, timeout=timeout, auth=auth, transport=transport)
 
     def wait_running(self, name: str, *, timeout: float = 60.0) -> ConnectorStatus:
         """Poll the status until the connector and its tasks run; fail at once with the trace of a
@@ -280,17 +257,8 @@ class ConnectClient(_Calls):
                 )
             time.sleep(0.1)
 
-    def close(self) -> None:
-        self._http.close()
 
-    def __enter__(self) -> ConnectClient:
-        return self
-
-    def __exit__(self, *exc: object) -> None:
-        self.close()
-
-
-class AsyncConnectClient(_Calls):
+class AsyncConnectClient(_Calls, AsyncSender):
     """The same operations as coroutines (for triggers): ``await client.status(name)``."""
 
     def __init__(
@@ -301,21 +269,4 @@ class AsyncConnectClient(_Calls):
         auth: tuple[str, str] | None = None,
         transport: httpx.AsyncBaseTransport | None = None,
     ) -> None:
-        self.url = url.rstrip("/")
-        self._http = httpx.AsyncClient(base_url=self.url, timeout=timeout, auth=auth, transport=transport)
-
-    async def _send(self, call: _Call) -> Any:
-        try:
-            response = await self._http.request(call.method, call.path, json=call.body, params=dict(call.params))
-        except httpx.TransportError as exc:
-            raise _unavailable(call, self.url, exc) from exc
-        return _check(call, response)
-
-    async def aclose(self) -> None:
-        await self._http.aclose()
-
-    async def __aenter__(self) -> AsyncConnectClient:
-        return self
-
-    async def __aexit__(self, *exc: object) -> None:
-        await self.aclose()
+        super().__init__(url, _check, _unavailable, timeout=timeout, auth=auth, transport=transport)

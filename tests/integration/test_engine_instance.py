@@ -265,11 +265,16 @@ def test_offsets_show_set_reset_refused_while_running_and_replayed_after(tmp_pat
     assert cli("engine", "stop", "--config", str(config)).returncode == 0
 
     shown = json.loads(cli("offsets", "show", "--config", str(config)).stdout)
-    assert shown == {"offsets": [{"partition": {"server": "syn", "task": 0}, "offset": {"seq": 299}}]}
+    assert shown == {
+        "offsets": [{"partition": {"server": "syn", "task": 0}, "offset": {"seq": 299}, "position": "299"}]
+    }
+    bad = cli("offsets", "set", "--config", str(config), "--position", "0/16B3748")
+    assert bad.returncode == 1 and "is not an event number like 99" in bad.stderr  # the connector's codec
 
     # Seek back: events 100.. are delivered again.
-    moved = cli("offsets", "set", "--config", str(config), "--offset", '{"seq": 99}')
-    assert moved.returncode == 0 and json.loads(moved.stdout)["before"] == {"seq": 299}
+    moved = cli("offsets", "set", "--config", str(config), "--position", "99")
+    assert moved.returncode == 0, moved.stderr
+    assert json.loads(moved.stdout)["before"] == {"seq": 299} and json.loads(moved.stdout)["position"] == "99"
     assert cli("engine", "start", "--config", str(config)).returncode == 0
     wait_until(lambda: len(synthetic_events(state)) >= 500, 30, "events 100..299 again")
     assert cli("engine", "stop", "--config", str(config)).returncode == 0

@@ -1,10 +1,12 @@
-"""The control HTTP API of an engine instance (stdlib ``http.server``; ADR 0006).
+"""The control HTTP API of an engine instance (stdlib ``http.server``; ADRs 0006 and 0010).
 
 Bound to loopback by default; every route but ``/health`` and ``/openapi.json`` needs
-``Authorization: Bearer <token>``. Besides its own routes it answers the read side of Kafka
-Connect's REST API for its one connector (``/connectors``, ``/connectors/<name>``,
-``.../status``, ``.../offsets``, ``PUT .../stop``), so a client written for a Debezium
-connector on a Connect cluster can drive an embedded instance the same way.
+``Authorization: Bearer <token>``. Answers are built from the models in ``models.py``, which
+the client (``client.py``) reads back; errors are Kafka Connect's ``{"error_code", "message"}``.
+Besides its own routes it answers the read side of Kafka Connect's REST API for its one
+connector (``/connectors``, ``/connectors/<name>``, ``.../status``, ``.../offsets``,
+``PUT .../stop``), so a client written for a Debezium connector on a Connect cluster can drive
+an embedded instance the same way.
 """
 
 from __future__ import annotations
@@ -12,6 +14,7 @@ from __future__ import annotations
 import hmac
 import logging
 import threading
+from collections.abc import Callable
 from http import HTTPStatus
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 from typing import TYPE_CHECKING, Any
@@ -19,7 +22,9 @@ from urllib.parse import parse_qs, urlsplit
 
 import orjson
 
+from airflow_cdc.engine.errors import OffsetError
 from airflow_cdc.engine.server.metrics import render_metrics
+from airflow_cdc.engine.server.models import StateChange
 from airflow_cdc.engine.server.openapi import OPENAPI
 from airflow_cdc.engine.signals import SignalError
 
@@ -58,37 +63,46 @@ class ControlApi:
         return scheme.lower() == "bearer" and hmac.compare_digest(credentials.strip().encode(), self.token.encode())
 
     def route(self, method: str, path: str, query: str = "", body: bytes = b"") -> tuple[int, Any]:
+        params = {key: values[-1] for key, values in parse_qs(query).items()}
+        routes = self.routes(params, body)
+        handler = routes.get((method, path))
+        if handler is None:
+            if any(p == path for _, p in routes):
+                return _error(HTTPStatus.METHOD_NOT_ALLOWED, f"{method} is not allowed on {path}")
+            return _error(HTTPStatus.NOT_FOUND, f"no route {path}")
+        try:
+            result = handler()
+        except _BadRequest as exc:
+            return _error(HTTPStatus.BAD_REQUEST, str(exc))
+        if isinstance(result, tuple):
+            return result
+        return (HTTPStatus.ACCEPTED if method in ("POST", "PUT") else HTTPStatus.OK), result
+
+    def routes(self, params: dict[str, str], body: bytes) -> dict[tuple[str, str], Callable[[], Any]]:
+        """Every route but ``/metrics`` (text, served by the handler) and its handler."""
         instance = self.instance
         connector = f"/connectors/{instance.name}"
-        routes: dict[tuple[str, str], Any] = {
+        return {
             ("GET", "/health"): lambda: {"status": "UP"},
             ("GET", "/openapi.json"): lambda: OPENAPI,
             ("GET", "/status"): instance.status,
-            ("GET", "/offsets"): lambda: {"offsets": instance.offsets()},
+            ("GET", "/position"): lambda: self._position(params),
+            ("GET", "/offsets"): self._offsets,
             ("POST", "/stop"): self._stop,
             ("POST", "/pause"): self._pause,
             ("POST", "/resume"): self._resume,
             ("POST", "/signals"): lambda: self._signal(body),
-            ("GET", "/notifications"): lambda: self._notifications(query),
+            ("GET", "/notifications"): lambda: self._notifications(params),
             ("GET", "/connectors"): lambda: [instance.name],
             ("GET", connector): self._connector_info,
             ("GET", connector + "/status"): self._connect_status,
-            ("GET", connector + "/offsets"): lambda: {"offsets": instance.offsets()},
+            ("GET", connector + "/offsets"): self._offsets,
             ("PATCH", connector + "/offsets"): self._offsets_refused,
             ("DELETE", connector + "/offsets"): self._offsets_refused,
             ("PUT", connector + "/stop"): self._stop,
             ("PUT", connector + "/pause"): self._pause,
             ("PUT", connector + "/resume"): self._resume,
         }
-        handler = routes.get((method, path))
-        if handler is None:
-            if any(p == path for _, p in routes):
-                return HTTPStatus.METHOD_NOT_ALLOWED, {"error": f"{method} is not allowed on {path}"}
-            return HTTPStatus.NOT_FOUND, {"error": f"no route {path}"}
-        result = handler()
-        if isinstance(result, tuple):
-            return result
-        return (HTTPStatus.ACCEPTED if method in ("POST", "PUT") else HTTPStatus.OK), result
 
     def _signal(self, body: bytes) -> tuple[int, dict[str, Any]]:
         """Debezium's signal shape: ``{"id"?, "type", "data"}`` (data an object or JSON text)."""
@@ -100,38 +114,47 @@ class ControlApi:
                 str(request.get("type") or ""), request.get("data"), request.get("id") or None
             )
         except orjson.JSONDecodeError as exc:
-            return HTTPStatus.BAD_REQUEST, {"error": f"the body is not JSON: {exc}"}
+            return _error(HTTPStatus.BAD_REQUEST, f"the body is not JSON: {exc}")
         except SignalError as exc:
-            return HTTPStatus.BAD_REQUEST, {"error": str(exc)}
+            return _error(HTTPStatus.BAD_REQUEST, str(exc))
         return HTTPStatus.ACCEPTED, {"id": signal_id}
 
-    def _notifications(self, query: str) -> dict[str, Any]:
-        params = parse_qs(query)
-        since = int((params.get("since") or ["0"])[0])
-        limit = int((params.get("limit") or ["1000"])[0])
-        items, cursor = self.instance.engine.notifications.since(since, limit)
-        return {"notifications": items, "cursor": cursor}
+    def _notifications(self, params: dict[str, str]) -> dict[str, Any]:
+        """``?cursor=<run>:<seq>`` (``since`` is its older name; a bare number is a place in
+        this run) and ``limit``."""
+        cursor = params.get("cursor", params.get("since"))
+        limit = _positive_int(params, "limit", 1000)
+        return self.instance.engine.notifications.page(cursor, limit).to_json()
+
+    def _position(self, params: dict[str, str]) -> dict[str, Any]:
+        try:
+            return self.instance.position(params.get("target")).to_json()
+        except OffsetError as exc:
+            raise _BadRequest(f"target: {exc}") from None
+
+    def _offsets(self) -> dict[str, Any]:
+        return {"offsets": [entry.to_json() for entry in self.instance.offsets()]}
 
     def _offsets_refused(self) -> tuple[int, dict[str, Any]]:
         # Kafka Connect (KIP-875) alters offsets of a STOPPED connector only; a stopped instance
         # has no API, so offsets are changed with the CLI: airflow-cdc offsets set|reset.
-        message = (
-            f"instance {self.instance.name!r} is running: stop it, then use "
-            "`airflow-cdc offsets set|reset --config ...`"
+        return _error(
+            HTTPStatus.CONFLICT,
+            f"instance {self.instance.name!r} is running: stop it, "
+            "then use `airflow-cdc offsets set|reset --config ...`",
         )
-        return HTTPStatus.CONFLICT, {"error_code": 409, "message": message}
 
     def _stop(self) -> dict[str, Any]:
         self.instance.request_stop()
-        return {"name": self.instance.name, "state": "STOPPING"}
+        return StateChange(self.instance.name, "STOPPING").to_json()
 
     def _pause(self) -> dict[str, Any]:
         self.instance.engine.pause()
-        return {"name": self.instance.name, "state": "PAUSED"}
+        return StateChange(self.instance.name, "PAUSED").to_json()
 
     def _resume(self) -> dict[str, Any]:
         self.instance.engine.resume()
-        return {"name": self.instance.name, "state": "RUNNING"}
+        return StateChange(self.instance.name, "RUNNING").to_json()
 
     def _connector_info(self) -> dict[str, Any]:
         status = self.instance.status()
@@ -160,6 +183,24 @@ class ControlApi:
         if status["error"]:
             connector["trace"] = status["error"]
         return {"name": self.instance.name, "connector": connector, "tasks": tasks, "type": "source"}
+
+
+class _BadRequest(Exception):
+    """A request parameter the API cannot use (answered 400 with this message)."""
+
+
+def _error(status: int, message: str) -> tuple[int, dict[str, Any]]:
+    """An error answer in Kafka Connect's shape, which the client reads (``ApiError.message``)."""
+    return status, {"error_code": int(status), "message": message}
+
+
+def _positive_int(params: dict[str, str], name: str, default: int) -> int:
+    text = params.get(name)
+    if text is None:
+        return default
+    if not text.isdigit() or int(text) < 1:
+        raise _BadRequest(f"{name}={text!r} is not a positive integer")
+    return int(text)
 
 
 def _connect_state(engine_state: str, error: str | None, paused: bool = False) -> str:
@@ -205,7 +246,7 @@ class _Handler(BaseHTTPRequestHandler):
         api = self.server.api
         path = urlsplit(self.path).path.rstrip("/") or "/"
         if path not in PUBLIC and not api.authorized(self.headers.get("Authorization")):
-            self._send(HTTPStatus.UNAUTHORIZED, {"error": "missing or wrong bearer token"}, auth=True)
+            self._send(*_error(HTTPStatus.UNAUTHORIZED, "missing or wrong bearer token"), auth=True)
             return
         if path == "/metrics" and method == "GET":
             text, content_type = render_metrics(api.instance)
@@ -218,7 +259,7 @@ class _Handler(BaseHTTPRequestHandler):
             status, body = api.route(method, path, parts.query, request_body)
         except Exception as exc:  # a broken request must not take the instance down
             log.exception("control API: %s %s failed", method, path)
-            status, body = HTTPStatus.INTERNAL_SERVER_ERROR, {"error": f"{type(exc).__name__}: {exc}"}
+            status, body = _error(HTTPStatus.INTERNAL_SERVER_ERROR, f"{type(exc).__name__}: {exc}")
         self._send(status, body)
 
     def _send(self, status: int, body: Any, *, auth: bool = False) -> None:

@@ -3,7 +3,8 @@
 Used by ``airflow-cdc engine start|stop|status`` and by the Airflow hook's local mode. A
 detached instance is ``airflow-cdc engine run`` in its own session, its output appended to
 ``<state.dir>/engine.log``; ``start`` returns once ``instance.json`` shows the new process
-polling (or fails with the log's tail if it exits first).
+polling (or fails with the log's tail if it exits first). ``client_for`` gives the control-API
+client of a running instance on this machine.
 """
 
 from __future__ import annotations
@@ -14,15 +15,12 @@ import signal
 import subprocess
 import sys
 import time
-import urllib.error
-import urllib.request
 from collections.abc import Mapping
 from pathlib import Path
 from typing import Any
 
-import orjson
-
-from airflow_cdc.engine.errors import CdcError
+from airflow_cdc.engine.errors import ApiUnavailableError, CdcError, RefusedError
+from airflow_cdc.engine.server.client import EngineClient
 from airflow_cdc.engine.server.instance import LOG, STATUS, api_token, is_running, read_status, resolve, state_dir
 
 RUNNING = "POLLING_TASKS"
@@ -76,22 +74,25 @@ def status(props: Mapping[str, Any], timeout: float = 5.0) -> dict[str, Any]:
     if not is_running(directory):
         if written.get("state") not in ("STOPPED", "NEVER_STARTED"):
             written["state"] = "DEAD"  # the process is gone without saying so (kill -9, OOM)
+            written["phase"] = "stopped"  # not what it was doing when it last wrote
         return written
     if not written.get("api"):
         return written
-    live: dict[str, Any] = api_call(str(written["api"]), "/status", api_token(resolve(props)), timeout=timeout)
-    return live
-
-
-def api_call(base: str, path: str, token: str, *, method: str = "GET", timeout: float = 5.0) -> Any:
-    request = urllib.request.Request(base + path, method=method, headers={"Authorization": f"Bearer {token}"})
     try:
-        with urllib.request.urlopen(request, timeout=timeout) as response:
-            return orjson.loads(response.read())
-    except urllib.error.HTTPError as exc:
-        raise CdcError(f"{method} {path} answered {exc.code}: {exc.read().decode(errors='replace')}") from exc
-    except OSError as exc:
-        raise CdcError(f"{method} {base}{path} failed: {exc}") from exc
+        with EngineClient(str(written["api"]), api_token(resolve(props)), timeout=timeout) as client:
+            return client.status().to_json()
+    except ApiUnavailableError as exc:  # it holds its lock but does not answer: dying, or hung
+        return {**written, "api_error": str(exc)}
+
+
+def client_for(props: Mapping[str, Any], *, timeout: float = 10.0) -> EngineClient:
+    """The control-API client of the running instance of ``props`` on this machine (its
+    address from ``instance.json``, its token from the config or ``api.token``)."""
+    directory = state_dir(props)
+    written = read_status(directory) or {}
+    if not is_running(directory) or not written.get("api"):
+        raise RefusedError(f"instance {props.get('name')!r} is not running with its API in {directory}")
+    return EngineClient(str(written["api"]), api_token(resolve(props)), timeout=timeout)
 
 
 def log_tail(directory: Path, lines: int = 20) -> str:
@@ -116,4 +117,4 @@ def _wait_unlocked(directory: Path, timeout: float) -> bool:
     return False
 
 
-__all__ = ["STATUS", "api_call", "log_tail", "start_detached", "status", "stop"]
+__all__ = ["STATUS", "client_for", "log_tail", "start_detached", "status", "stop"]

@@ -8,8 +8,12 @@ Everything an instance keeps lives in its state directory (``state.dir``, by def
 * ``instance.json`` - pid, state, API address, error; rewritten atomically on every change, so
   ``start`` can wait for the state and ``status`` can report a stopped instance;
 * ``api.token`` - the generated bearer token (mode 0600) when ``api.token`` is not set;
+* ``notifications.jsonl`` - the api channel's notifications of this run and earlier ones, so a
+  reader's cursor survives a restart (``airflow_cdc.engine.notifications``);
 * ``offsets.json`` and ``changelog/`` - the defaults of ``offset.storage.file.filename`` and
   ``sink.changelog.dir``.
+
+Every run of an instance has an id (``run_id`` in its status, the notification bus's).
 """
 
 from __future__ import annotations
@@ -31,8 +35,12 @@ import orjson
 from airflow_cdc.engine.config import ConfigDef, Field
 from airflow_cdc.engine.engine import Engine
 from airflow_cdc.engine.errors import CdcError, ConfigError, ConfigProblem
+from airflow_cdc.engine.positions import codec_for
 from airflow_cdc.engine.serialization import JsonSerializer
-from airflow_cdc.engine.sinks import SINK_CONFIG, SINKS, Sink, build_sink
+from airflow_cdc.engine.server.models import InstancePosition, InstanceStatus, OffsetEntry, TaskStatus
+from airflow_cdc.engine.server.status import instance_position
+from airflow_cdc.engine.sinks import Sink, build_sink
+from airflow_cdc.engine.validation import ValidatedConfig, config_component, sink_component, validate_config
 
 log = logging.getLogger(__name__)
 
@@ -55,6 +63,7 @@ INSTANCE_CONFIG = ConfigDef(
 )
 
 LOCK, STATUS, TOKEN, LOG = "instance.lock", "instance.json", "api.token", "engine.log"
+NOTIFICATIONS = "notifications.jsonl"
 
 
 def state_dir(props: Mapping[str, Any]) -> Path:
@@ -74,24 +83,21 @@ def resolve(props: Mapping[str, Any]) -> dict[str, Any]:
     return out
 
 
-def check(props: Mapping[str, Any]) -> list[ConfigProblem]:
+def validated(props: Mapping[str, Any], *, strict: bool | None = None) -> ValidatedConfig:
+    """The whole configuration - instance, sink, engine, connector, transforms - validated (no
+    engine is built); ConfigError lists every problem once. Unknown keys are its ``warnings``."""
+    return validate_config(
+        resolve(props), components=(config_component("instance", INSTANCE_CONFIG), sink_component()), strict=strict
+    )
+
+
+def check(props: Mapping[str, Any], *, strict: bool | None = None) -> list[ConfigProblem]:
     """Every problem of the instance, sink and engine configuration (not just the first)."""
-    settings = resolve(props)
-    problems = INSTANCE_CONFIG.check(settings)[1]
-    kinds, sink_problems = SINK_CONFIG.check(settings)
-    problems += sink_problems
-    if not sink_problems:
-        problems += SINKS[kinds["sink.type"]].config.check(settings)[1]
     try:
-        Engine(settings, batch_handler=_Nowhere())
+        validated(props, strict=strict)
     except ConfigError as exc:
-        problems += exc.problems
-    return problems
-
-
-class _Nowhere:
-    def handle_batch(self, records: list[Any], committer: Any) -> None:
-        raise AssertionError("only used to validate a configuration")
+        return exc.problems
+    return []
 
 
 def read_status(directory: Path) -> dict[str, Any] | None:
@@ -146,15 +152,15 @@ class EngineInstance:
     """Runs until stopped (SIGTERM, SIGINT, ``POST /stop``) or until the engine fails."""
 
     def __init__(self, props: Mapping[str, Any]) -> None:
-        problems = check(props)
-        if problems:
-            raise ConfigError(problems)
-        self.settings = resolve(props)
+        config = validated(props)
+        self.settings = dict(config.config)
         self.directory = Path(self.settings["state.dir"])
-        self.instance_settings = INSTANCE_CONFIG.validate(self.settings)
-        self.name = str(self.settings["name"])
+        self.instance_settings = config.components["instance"]
+        self.name = config.name
         self.sink: Sink = build_sink(self.settings)
-        self.engine = Engine(self.settings, batch_handler=self.sink, serializer=JsonSerializer())
+        self.engine = Engine(config, batch_handler=self.sink, serializer=JsonSerializer())
+        self.run_id = self.engine.notifications.run_id
+        self.positions = codec_for(self.settings)
         self.stop_requested = threading.Event()
         self.started_at = time.time()
         self.api_url: str | None = None
@@ -181,6 +187,7 @@ class EngineInstance:
         from airflow_cdc.engine.server.api import ControlApi
 
         self._install_signal_handlers()
+        self.engine.notifications.persist(self.directory / NOTIFICATIONS)
         api = None
         if self.instance_settings["api.enabled"]:
             self.token = api_token(self.settings)
@@ -200,6 +207,7 @@ class EngineInstance:
             self._stop(engine_thread)
             if api is not None:
                 api.stop()
+            self.engine.notifications.close()
         return 0 if self.engine.error is None and self.start_error is None else 1
 
     def _run_engine(self) -> None:
@@ -228,25 +236,38 @@ class EngineInstance:
         for signum in (signal.SIGTERM, signal.SIGINT):
             signal.signal(signum, lambda *_: self.request_stop())
 
-    def status(self) -> dict[str, Any]:
+    def status_model(self) -> InstanceStatus:
         engine = self.engine.status()
-        return {
-            "name": self.name,
-            "state": engine["state"],
-            "paused": engine["paused"],
-            "pid": os.getpid(),
-            "started_at": self.started_at,
-            "uptime_s": round(time.time() - self.started_at, 3),
-            "connector": {"class": self.settings.get("connector.class"), "type": "source"},
-            "tasks": engine["tasks"],
-            "sink": {"type": self.sink.type, **self.sink.metrics()},
-            "api": self.api_url,
-            "state_dir": str(self.directory),
-            "error": engine["error"] or (None if self.start_error is None else str(self.start_error)),
-        }
+        position = self.position()
+        error = engine["error"] or (None if self.start_error is None else str(self.start_error))
+        return InstanceStatus(
+            name=self.name,
+            run_id=self.run_id,
+            state=engine["state"],
+            phase="failed" if error else position.phase,
+            paused=engine["paused"],
+            pid=os.getpid(),
+            started_at=self.started_at,
+            uptime_s=round(time.time() - self.started_at, 3),
+            connector_class=self.settings.get("connector.class"),
+            tasks=tuple(TaskStatus.from_json(task) for task in engine["tasks"]),
+            sink={"type": self.sink.type, **self.sink.metrics()},
+            api=self.api_url,
+            state_dir=str(self.directory),
+            error=error,
+            position=position,
+        )
 
-    def offsets(self) -> list[dict[str, Any]]:
-        return [{"partition": p, "offset": o} for p, o in self.engine.offset_store.entries()]
+    def status(self) -> dict[str, Any]:
+        return self.status_model().to_json()
+
+    def position(self, target: str | None = None) -> InstancePosition:
+        """Phase and positions; with ``target`` (OffsetError if it is not a position of this
+        source) whether every task's committed offset has reached it."""
+        return instance_position(self.engine, self.positions, target)
+
+    def offsets(self) -> list[OffsetEntry]:
+        return [OffsetEntry(p, o) for p, o in self.engine.offset_store.entries()]
 
     def _write_status(self) -> None:
         status = self.status()

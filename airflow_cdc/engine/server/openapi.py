@@ -25,14 +25,32 @@ OPENAPI: dict[str, Any] = {
     "info": {
         "title": "airflow-cdc engine instance control API",
         "version": "1",
-        "description": "One engine instance. The /connectors routes mirror Kafka Connect's REST API.",
+        "description": "One engine instance. The /connectors routes mirror Kafka Connect's REST API. "
+        'Errors are {"error_code", "message"}.',
     },
     "components": {"securitySchemes": {"bearer": {"type": "http", "scheme": "bearer"}}},
     "security": [{"bearer": []}],
     "paths": {
         "/health": {"get": _op("Liveness", public=True)},
         "/openapi.json": {"get": _op("This document", public=True)},
-        "/status": {"get": _op("State, tasks, committed positions, lag, counters, sink")},
+        "/status": {
+            "get": _op(
+                "InstanceStatus (server/models.py): run_id, state, phase (starting, snapshotting, streaming, "
+                "finished, stopped, failed), position, tasks' counters, sink, error"
+            )
+        },
+        "/position": {
+            "get": {
+                "summary": "InstancePosition: phase, committed and current positions and lag per task, caught_up; "
+                "with ?target=<position> (e.g. an LSN 0/16B3748) whether every task has reached it",
+                "parameters": [{"name": "target", "in": "query", "schema": {"type": "string"}}],
+                "responses": {
+                    "200": {"description": "OK"},
+                    "400": {"description": "target is not a position of this source"},
+                    "401": {"description": "missing or wrong bearer token"},
+                },
+            }
+        },
         "/offsets": {"get": _op("Committed offsets: {offsets: [{partition, offset}]}")},
         "/metrics": {"get": _op("Prometheus metrics (text exposition format)")},
         "/stop": {"post": {"summary": "Stop the instance gracefully", "responses": _ACCEPTED}},
@@ -77,12 +95,19 @@ OPENAPI: dict[str, Any] = {
         },
         "/notifications": {
             "get": {
-                "summary": "Notifications after a cursor: ?since=<cursor>&limit=<n> -> {notifications, cursor}",
+                "summary": "Notifications after a cursor: ?cursor=<run id>:<seq>&limit=<n> -> "
+                "{run_id, cursor, notifications, reset}. A cursor of an earlier run gets the rest of that run "
+                "and everything since; an unknown one gets everything kept, with reset=true",
                 "parameters": [
-                    {"name": "since", "in": "query", "schema": {"type": "integer", "default": 0}},
-                    {"name": "limit", "in": "query", "schema": {"type": "integer", "default": 1000}},
+                    {"name": "cursor", "in": "query", "schema": {"type": "string"}},
+                    {"name": "since", "in": "query", "schema": {"type": "string"}, "description": "cursor's old name"},
+                    {"name": "limit", "in": "query", "schema": {"type": "integer", "default": 1000, "minimum": 1}},
                 ],
-                "responses": {"200": {"description": "OK"}, "401": {"description": "missing or wrong bearer token"}},
+                "responses": {
+                    "200": {"description": "OK"},
+                    "400": {"description": "limit is not a positive integer"},
+                    "401": {"description": "missing or wrong bearer token"},
+                },
             }
         },
         "/connectors": {"get": _op("Kafka Connect: the connector names (one)")},

@@ -16,6 +16,8 @@ from typing import Any
 from airflow_cdc.engine.config import Config, ConfigDef, Field
 from airflow_cdc.engine.connector import SourceConnector, SourceTask, TaskContext
 from airflow_cdc.engine.envelope import Op, change_envelope, source_info
+from airflow_cdc.engine.errors import OffsetError
+from airflow_cdc.engine.positions import Phase, PositionCodec, SourcePosition
 from airflow_cdc.engine.records import Offset, SourceRecord
 
 CONNECTOR = "synthetic"
@@ -24,7 +26,29 @@ CONNECTOR = "synthetic"
 _CYCLE = (Op.CREATE, Op.UPDATE, Op.UPDATE, Op.DELETE)
 
 
+class SequencePositions(PositionCodec):
+    """Positions are event numbers: ``"99"`` is ``{"seq": 99}``, events 0..99 done."""
+
+    example = "an event number like 99"
+    lag_unit = "events"
+
+    def parse(self, text: str) -> Offset:
+        if not text.strip().isdigit():
+            raise OffsetError(f"{text!r} is not {self.example}")
+        return {"seq": int(text)}
+
+    def format(self, offset: Offset) -> str:
+        return str(offset.get("seq"))
+
+    def compare(self, a: Offset, b: Offset) -> int:
+        return int(a.get("seq") or 0) - int(b.get("seq") or 0)
+
+    def lag(self, committed: Offset, current: Offset) -> int:
+        return max(0, self.compare(current, committed))
+
+
 class SyntheticConnector(SourceConnector):
+    positions = SequencePositions()
     config_def = ConfigDef(
         [
             Field("topic.prefix", default="synthetic", doc="Logical server name; the topics' prefix."),
@@ -97,6 +121,12 @@ class SyntheticTask(SourceTask):
 
     def stop(self) -> None:
         pass
+
+    def position(self) -> SourcePosition:
+        newest = getattr(self, "next_seq", 0) - 1
+        return SourcePosition(
+            Phase.STREAMING, getattr(self, "partition", None), {"seq": newest} if newest >= 0 else None
+        )
 
 
 def make_record(
