@@ -1,12 +1,13 @@
 """Signal channels other than the signal table (which the source reads from its own stream).
 
-* ``api`` - :class:`InProcessChannel`, fed by the control API's ``POST /signals``;
+* ``api`` - :class:`InProcessChannel`, fed by the control API's ``POST /signals``; it also
+  routes every channel's signals to the tasks they concern (:class:`Subscription`);
 * ``file`` - :class:`FileChannel`, Debezium's ``signal.file``: JSON lines
   ``{"id", "type", "data"}``, consumed and the file emptied;
 * ``kafka`` - :class:`KafkaChannel`, Debezium's ``signal.kafka.topic``: records whose key is the
   connector's ``topic.prefix`` and whose value is ``{"type", "data"}``.
 
-Channels are polled by the task that acts on the signals; :meth:`read` never blocks for long.
+Channels are polled by the tasks that act on the signals; :meth:`read` never blocks for long.
 """
 
 from __future__ import annotations
@@ -18,6 +19,8 @@ import os
 import threading
 import uuid
 from collections import deque
+from collections.abc import Callable, Mapping
+from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
@@ -40,11 +43,27 @@ class SignalChannel(abc.ABC):
 
 
 class InProcessChannel(SignalChannel):
+    """The ``api`` channel (:meth:`send`, from the control API's ``POST /signals``), and the
+    engine's signal router.
+
+    A task subscribes (:meth:`subscribe`) with a predicate saying which signals concern it (an
+    execute-snapshot naming tables it captures, a stop, pause or resume of a snapshot it runs).
+    Every signal of the api, file and kafka channels goes to each task it concerns - with
+    ``database.names`` a table in two databases is snapshotted by both tasks - or, when it
+    concerns none, to the first task, which says why it cannot act on it. So no valid signal is
+    rejected because the wrong task read it. File and kafka channels are opened once per engine,
+    however many tasks share them. Used without subscriptions, :meth:`read` takes what was sent.
+    """
+
     name = "api"
 
     def __init__(self) -> None:
         self._lock = threading.Lock()
+        self._reading = threading.Lock()  # shared channels are read by one task at a time
+        self._opening = threading.RLock()  # subscribing and unsubscribing, one at a time
         self._queue: deque[Signal | SignalError] = deque()
+        self._subscriptions: list[Subscription] = []
+        self._shared: dict[str, _Shared] = {}
 
     def send(self, signal_type: str, data: Any = None, signal_id: str | None = None) -> str:
         """Queue a signal; returns its id. Raises SignalError at once for a malformed one."""
@@ -59,6 +78,124 @@ class InProcessChannel(SignalChannel):
             items = list(self._queue)
             self._queue.clear()
         return items
+
+    def subscribe(
+        self,
+        concerns: Callable[[Signal], bool],
+        channels: Mapping[str, Callable[[], SignalChannel]] | None = None,
+        *,
+        api: bool = True,
+    ) -> Subscription:
+        """A task's share of the signals: those of the api channel (if ``api``) and of
+        ``channels`` (opened here unless another task opened the same key already) that
+        ``concerns`` it. ``concerns`` is called from other tasks' threads too."""
+        subscription = Subscription(self, concerns, api)
+        with self._opening:
+            try:
+                for key, factory in (channels or {}).items():
+                    with self._lock:
+                        shared = self._shared.get(key)
+                    if shared is None:
+                        shared = _Shared(factory())
+                    with self._lock:
+                        self._shared[key] = shared
+                        shared.users += 1
+                    subscription.keys += (key,)
+            except BaseException:
+                self._unsubscribe(subscription)
+                raise
+            with self._lock:
+                self._subscriptions.append(subscription)
+        return subscription
+
+    def _route(self) -> None:
+        """Take what every channel has and hand each signal to the subscriptions it concerns."""
+        items: list[Signal | SignalError] = []
+        with self._reading:
+            with self._lock:
+                channels = [shared.channel for shared in self._shared.values()]
+                if any(s.api for s in self._subscriptions):
+                    items.extend(self._queue)
+                    self._queue.clear()
+            for channel in channels:
+                items.extend(channel.read())
+        for item in items:
+            self._deliver(item, None)
+
+    def _deliver(self, item: Signal | SignalError, sender: Subscription | None) -> bool:
+        """Hand ``item`` to every subscription it concerns but ``sender``; if it concerns none,
+        to ``sender`` or else the first. True if ``sender`` should act on it."""
+        with self._lock:
+            subscriptions = list(self._subscriptions)
+        owners = [] if isinstance(item, SignalError) else [s for s in subscriptions if s.concerned(item)]
+        if not owners:
+            owners = [sender] if sender is not None else subscriptions[:1]
+        for owner in owners:
+            if owner is not sender:
+                owner.put(item)
+        return sender in owners
+
+    def _unsubscribe(self, subscription: Subscription) -> None:
+        closing: list[SignalChannel] = []
+        with self._opening:
+            with self._lock:
+                if subscription in self._subscriptions:
+                    self._subscriptions.remove(subscription)
+                for key in subscription.keys:
+                    shared = self._shared[key]
+                    shared.users -= 1
+                    if shared.users == 0:
+                        closing.append(self._shared.pop(key).channel)
+                subscription.keys = ()
+            for channel in closing:
+                try:
+                    channel.close()
+                except Exception as exc:  # closing must not fail a task's stop
+                    log.warning("closing signal channel %s failed: %s", channel.name, exc)
+
+
+@dataclass
+class _Shared:
+    channel: SignalChannel
+    users: int = 0
+
+
+class Subscription(SignalChannel):
+    """One task's signals from the engine's channels (see :class:`InProcessChannel`)."""
+
+    name = "api"
+
+    def __init__(self, hub: InProcessChannel, concerns: Callable[[Signal], bool], api: bool) -> None:
+        self._hub, self._concerns, self.api = hub, concerns, api
+        self.keys: tuple[str, ...] = ()  # the shared channels it uses
+        self._lock = threading.Lock()
+        self._inbox: deque[Signal | SignalError] = deque()
+
+    def read(self) -> list[Signal | SignalError]:
+        self._hub._route()
+        with self._lock:
+            items = list(self._inbox)
+            self._inbox.clear()
+        return items
+
+    def share(self, signal: Signal) -> bool:
+        """A signal this task read itself (its own signal table): hand it to the other tasks
+        it concerns. True if this task acts on it too (it concerns it, or no task)."""
+        return self._hub._deliver(signal, self)
+
+    def concerned(self, signal: Signal) -> bool:
+        try:
+            return self._concerns(signal)
+        except Exception as exc:  # a task's judgement must not break another task's read
+            log.warning("signal %s: routing it failed: %s", signal.id, exc)
+            return False
+
+    def put(self, item: Signal | SignalError) -> None:
+        with self._lock:
+            self._inbox.append(item)
+
+    def close(self) -> None:
+        self._hub._unsubscribe(self)
 
 
 class FileChannel(SignalChannel):
@@ -156,3 +293,22 @@ class KafkaChannel(SignalChannel):
 
     def close(self) -> None:
         self._consumer.close()
+
+
+def configured_channels(settings: Mapping[str, Any]) -> tuple[bool, dict[str, Callable[[], SignalChannel]]]:
+    """From Debezium's ``signal.*`` settings: whether the api channel is enabled, and the file
+    and kafka channels to open, each under a key naming what it reads (tasks share them)."""
+    enabled = set(settings["signal.enabled.channels"])
+    channels: dict[str, Callable[[], SignalChannel]] = {}
+    if "file" in enabled:
+        path = Path(settings["signal.file"])
+        channels[f"file:{path.resolve()}"] = lambda: FileChannel(path)
+    topic = settings["signal.kafka.topic"]
+    if "kafka" in enabled and topic:
+        servers, key, group = (
+            settings["signal.kafka.bootstrap.servers"],
+            settings["topic.prefix"],
+            settings["signal.kafka.groupId"],
+        )
+        channels[f"kafka:{servers}/{topic}/{key}/{group}"] = lambda: KafkaChannel(servers, topic, key, group)
+    return "api" in enabled, channels

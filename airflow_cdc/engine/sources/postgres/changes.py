@@ -22,6 +22,7 @@ from typing import Any
 from airflow_cdc import __version__
 from airflow_cdc.engine.envelope import Op
 from airflow_cdc.engine.records import Offset, Partition, PositionMarker, SourceRecord
+from airflow_cdc.engine.snapshots.events import Watermark
 from airflow_cdc.engine.sources.postgres import pgoutput
 from airflow_cdc.engine.sources.postgres.catalog import Catalog, TableFilter
 from airflow_cdc.engine.sources.postgres.fallbacks import fallback_value
@@ -239,10 +240,6 @@ class ChangeBuilder:
         }
         self._skip_xid: int | None = None
         self._skip_upto = (0, 0)
-        #: Added to every offset while an incremental snapshot runs: its context (ADR 0007).
-        self.offset_extra: dict[str, Any] = {}
-        #: Transactional WAL messages (read-only snapshot watermarks) go here, in stream order.
-        self.on_transactional_message: Callable[[pgoutput.Message], list[SourceRecord]] | None = None
         if resume and resume.get("txId") is not None:
             self._skip_xid = int(resume["txId"])  # type: ignore[arg-type]
             self._skip_upto = (int(resume["lsn"]), int(resume.get("event") or 0))  # type: ignore[arg-type]
@@ -260,8 +257,6 @@ class ChangeBuilder:
             "txId": self.xid,
             "ts_usec": self.commit_time_us,
         }
-        if self.offset_extra:
-            offset.update(self.offset_extra)
         return offset
 
     def marker(self, lsn: int) -> PositionMarker:
@@ -303,9 +298,9 @@ class ChangeBuilder:
             return [*event, self.marker(message.lsn)]
         if self._already_delivered(message.lsn):
             return []
-        hook = self.on_transactional_message
-        if hook is not None and message.prefix == WATERMARK_PREFIX:
-            return hook(message)
+        if message.prefix == WATERMARK_PREFIX:  # a read-only incremental snapshot's window
+            kind, _, window = message.content.decode(errors="replace").partition(":")
+            return [Watermark.of(self.partition, self.offset(message.lsn), window, kind)]
         return self._message_event(message) if self._messages.emitted(message.prefix) else []
 
     def _message_event(self, message: pgoutput.Message) -> list[SourceRecord]:
@@ -458,6 +453,4 @@ class ChangeBuilder:
             "txId": self.xid,
             "ts_usec": self.commit_time_us,
         }  # = self.offset(lsn), inlined on the hot path
-        if self.offset_extra:
-            offset.update(self.offset_extra)
         return [SourceRecord(table.topic, key, value, self.partition, offset, ts_ns // 1_000_000)]

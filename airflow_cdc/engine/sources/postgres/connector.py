@@ -4,7 +4,6 @@ offsets and replication connection."""
 from __future__ import annotations
 
 import logging
-import re
 import time
 from collections import deque
 from collections.abc import Iterator, Mapping
@@ -15,22 +14,24 @@ import psycopg
 from airflow_cdc.engine.config import Config
 from airflow_cdc.engine.connector import SourceConnector, SourceTask, TaskContext
 from airflow_cdc.engine.errors import CdcError, ConfigProblem
+from airflow_cdc.engine.notifications import InitialSnapshotNotifications
+from airflow_cdc.engine.positions import Phase, SourcePosition
 from airflow_cdc.engine.records import Offset, SourceRecord
 from airflow_cdc.engine.sources.postgres import catalog as cat
 from airflow_cdc.engine.sources.postgres import pgoutput
 from airflow_cdc.engine.sources.postgres.changes import (
     HEARTBEAT_PREFIX,
     ChangeBuilder,
-    MessageFilter,
     TableSchema,
     plan_table,
 )
 from airflow_cdc.engine.sources.postgres.config import POSTGRES_CONFIG
 from airflow_cdc.engine.sources.postgres.incremental import PostgresChunkSource
+from airflow_cdc.engine.sources.postgres.positions import POSTGRES_POSITIONS, lsn_offset
 from airflow_cdc.engine.sources.postgres.signalling import Signalling
 from airflow_cdc.engine.sources.postgres.snapshot import SnapshotReader
 from airflow_cdc.engine.sources.postgres.stream import ReplicationStream, SlotActiveError
-from airflow_cdc.engine.sources.postgres.types import SESSION_OPTIONS, ValueModes
+from airflow_cdc.engine.sources.postgres.task_config import TASK_DATABASE, TASK_SEVERAL, PostgresTaskConfig
 
 log = logging.getLogger(__name__)
 
@@ -46,6 +47,7 @@ KEEPALIVE_MARKER_S = 1.0
 
 class PostgresConnector(SourceConnector):
     config_def = POSTGRES_CONFIG
+    positions = POSTGRES_POSITIONS
 
     def validate(self, config: Config) -> list[ConfigProblem]:
         values, problems = self.config_def.check(config)
@@ -71,15 +73,7 @@ class PostgresConnector(SourceConnector):
                 f"set tasks.max to at least {len(databases)} (one task per database)"
             )
         several = len(databases) > 1
-        return [
-            self.config.with_(**{"postgres.task.database": db, "postgres.task.several": several}) for db in databases
-        ]
-
-
-def _slot_name(base: str, database: str, several: bool) -> str:
-    if not several:
-        return base
-    return re.sub(r"[^a-z0-9_]", "_", f"{base}_{database}".lower())[:63]
+        return [self.config.with_(**{TASK_DATABASE: db, TASK_SEVERAL: several}) for db in databases]
 
 
 class PostgresTask(SourceTask):
@@ -93,71 +87,35 @@ class PostgresTask(SourceTask):
             raise
 
     def _start(self, context: TaskContext) -> None:
-        s = POSTGRES_CONFIG.validate(context.config)
-        self.settings = s
-        self.database = str(context.config["postgres.task.database"])
-        several = bool(context.config.get("postgres.task.several"))
-        prefix = s["topic.prefix"]
-        self.partition: dict[str, Any] = (
-            {"server": prefix, "database": self.database} if several else {"server": prefix}
-        )
-        self.slot = _slot_name(s["slot.name"], self.database, several)
-        self.publication = s["publication.name"]
-        self.conninfo = psycopg.conninfo.make_conninfo(
-            host=s["database.hostname"],
-            port=str(s["database.port"]),
-            user=s["database.user"],
-            password=s["database.password"] or None,
-            dbname=self.database,
-            sslmode=s["database.sslmode"],
-            options=SESSION_OPTIONS,
-            application_name=f"airflow-cdc-{context.engine_name}",
-        )
+        task = PostgresTaskConfig.from_context(context)  # names, filters and modes: no I/O
+        s = self.settings = task.settings
+        prefix, self.database, self.partition, self.slot = task.prefix, task.database, task.partition, task.slot
+        self.publication, self.conninfo, self.topic = s["publication.name"], task.conninfo, task.topic
         self.stream: ReplicationStream | None = None
         self.snapshot: SnapshotReader | None = None
+        self.initial_snapshot = InitialSnapshotNotifications(context.notifications, prefix)
         self._batches: Iterator[list[SourceRecord]] | None = None
         self.catalog_conn = _connect(self.conninfo)
         cat.check_server(self.catalog_conn)
-        self.signal_table = _signal_table(s["signal.data.collection"])
-        include = list(s["table.include.list"])
-        if include and self.signal_table:
-            include.append(re.escape(".".join(self.signal_table)))  # captured, whatever the lists say
-        self.filters = cat.TableFilter(include, s["table.exclude.list"], s["column.exclude.list"])
+        cat.check_include_list(self.catalog_conn, s["table.include.list"], self.database)
+        self.signal_table, self.filters = task.signal_table, task.table_filter()
         tables = cat.captured_tables(self.catalog_conn, self.filters)
         cat.ensure_publication(self.catalog_conn, self.publication, s["publication.autocreate.mode"], tables)
         self.catalog = cat.Catalog(self.catalog_conn)
-        modes = ValueModes(
-            s["decimal.handling.mode"],
-            s["time.precision.mode"],
-            s["binary.handling.mode"],
-            s["interval.handling.mode"],
-            s["money.fraction.digits"],
-            s["hstore.handling.mode"],
-            s["include.unknown.datatypes"],
-        )
-        self.modes = modes
+        self.modes = modes = task.modes
         offset = context.offset(self.partition)
-
-        def topic(schema: str, table: str) -> str:
-            return ".".join((prefix, self.database, schema, table) if several else (prefix, schema, table))
-
-        self.topic = topic
         self.builder = ChangeBuilder(
             server=prefix,
             database=self.database,
             partition=self.partition,
-            topic=topic,
+            topic=task.topic,
             catalog=self.catalog,
             modes=modes,
             filters=self.filters,
             tombstones=s["tombstones.on.delete"],
-            skipped=frozenset(op for op in s["skipped.operations"] if op != "none"),
+            skipped=task.skipped,
             resume=offset,
-            messages=MessageFilter(
-                f"{prefix}.message",
-                tuple(re.compile(p) for p in s["message.prefix.include.list"]),
-                tuple(re.compile(p) for p in s["message.prefix.exclude.list"]),
-            ),
+            messages=task.message_filter(),
         )
         self.plans = self._plans(tables)
         self.signalling = Signalling(
@@ -179,9 +137,9 @@ class PostgresTask(SourceTask):
                 modes=self.modes,
                 lookup=self.catalog.type,
             ),
-            signal_topic=topic(*self.signal_table) if self.signal_table else None,
+            signal_topic=task.topic(*self.signal_table) if self.signal_table else None,
             resume=offset,
-            begin_blocking=self._begin_blocking_snapshot,
+            qualifier=self.database if task.several else None,  # signals may name db.schema.table
         )
         self._blocking: str | None = None  # the signal id of a running blocking snapshot
         # Polled but not yet handed over, in order: a released chunk is thousands of records.
@@ -230,6 +188,7 @@ class PostgresTask(SourceTask):
             self.builder.last_completed = resume
             self._begin_snapshot(tables, None, resume)
             return
+        self.initial_snapshot.skipped()
         if mode != "initial_only":
             self._start_streaming()
 
@@ -244,11 +203,14 @@ class PostgresTask(SourceTask):
             self.conninfo, snapshot_name, resume_lsn, self.builder, modes=self.modes, lookup=self.catalog.type
         )
         plans = [(t, p) for t, p in self.plans if t.oid in {c.oid for c in tables}]
+        self.initial_snapshot.started([t.qualified for t, _ in plans])
         # Small batches: a snapshot batch is materialized whole before it is serialized, and
         # past a few hundred wide rows the CPU cache misses cost more than the batch saves
         # (measured: 70k rows/s at 256 rows per batch, 48k at 2048).
         batch = min(self.settings["max.batch.size"], SNAPSHOT_BATCH)
-        self._batches = self.snapshot.batches(plans, batch, self.settings["snapshot.fetch.size"])
+        self._batches = self.snapshot.batches(
+            plans, batch, self.settings["snapshot.fetch.size"], progress=self.initial_snapshot
+        )
 
     def _plans(self, tables: list[cat.TableColumns]) -> list[tuple[cat.TableColumns, TableSchema]]:
         return [
@@ -300,8 +262,10 @@ class PostgresTask(SourceTask):
             if self._blocking is not None:
                 self.signalling.blocking_done(self._blocking, rows)
                 self._blocking = None  # streaming goes on where it paused
-            elif self.settings["snapshot.mode"] != "initial_only":
-                self._start_streaming()
+            else:
+                self.initial_snapshot.read()  # COMPLETED once committed (see commit)
+                if self.settings["snapshot.mode"] != "initial_only":
+                    self._start_streaming()
         return batch or []
 
     def _begin_blocking_snapshot(self, signal_id: str, tables: list[str]) -> None:
@@ -339,8 +303,11 @@ class PostgresTask(SourceTask):
                 elif self._keepalive_may_advance(message.wal_end):
                     records.append(self.builder.marker(message.wal_end))
         signalling = self.signalling
-        segments = signalling.watch(records) if signalling.watching else [records]
+        segments = signalling.watch(records)
         notifications = signalling.after_poll()  # after the rows of a chunk they report on
+        blocking = signalling.take_blocking()
+        if blocking is not None:
+            self._begin_blocking_snapshot(blocking.signal_id, list(blocking.tables))
         if any(r.topic for r in records):
             self._last_activity = time.monotonic()
         self._maybe_heartbeat()
@@ -392,6 +359,7 @@ class PostgresTask(SourceTask):
             flushed = offset.get("lsn_commit")
             if isinstance(flushed, int) and not offset.get("snapshot"):
                 self.stream.confirm(flushed)
+                self.initial_snapshot.committed()  # an offset after the snapshot: all its rows are in
 
     def idle(self) -> None:
         if self.stream is not None:
@@ -413,13 +381,29 @@ class PostgresTask(SourceTask):
             out.update(signalling.metrics())
         return out
 
+    def position(self) -> SourcePosition:
+        stream, partition = getattr(self, "stream", None), getattr(self, "partition", None)
+        if getattr(self, "snapshot", None) is not None:
+            return SourcePosition(Phase.SNAPSHOTTING, partition)
+        if stream is not None and stream.streaming:
+            # The newest WAL position the server reported (it may lie in other databases).
+            return SourcePosition(Phase.STREAMING, partition, lsn_offset(max(stream.received_lsn, stream.flushed_lsn)))
+        if partition is not None and self.settings["snapshot.mode"] == "initial_only":
+            return SourcePosition(Phase.FINISHED, partition)
+        return SourcePosition(Phase.STARTING, partition)
+
     def stop(self) -> None:
+        initial_snapshot = getattr(self, "initial_snapshot", None)
+        if initial_snapshot is not None:
+            initial_snapshot.stopped()
         signalling = getattr(self, "signalling", None)
         if signalling is not None:
             signalling.close()
         stream, self.stream = getattr(self, "stream", None), None
+        walsender = None
         if stream is not None:
-            stream.close()  # first: the slot becomes inactive
+            walsender = stream.backend_pid
+            stream.close()  # first: the server's WAL sender lets go of the slot (soon after)
         snapshot, self.snapshot = getattr(self, "snapshot", None), None
         if snapshot is not None:
             snapshot.close()
@@ -427,17 +411,9 @@ class PostgresTask(SourceTask):
         if conn is not None:
             try:
                 if self.settings["slot.drop.on.stop"] and not conn.closed:
-                    cat.drop_slot(conn, self.slot)
+                    cat.drop_slot(conn, self.slot, own_pid=walsender)
             finally:
                 conn.close()
-
-
-def _signal_table(name: str) -> tuple[str, str] | None:
-    """``signal.data.collection`` as (schema, table); ``table`` alone means ``public.table``."""
-    if not name:
-        return None
-    parts = name.split(".")
-    return (parts[-2], parts[-1]) if len(parts) >= 2 else ("public", parts[0])
 
 
 def _lsn(state: cat.SlotState) -> int:

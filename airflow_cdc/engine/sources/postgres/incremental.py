@@ -1,41 +1,64 @@
-"""PostgreSQL's side of incremental snapshots: key-ordered chunks in read-only transactions,
-watermarks in the signal table (or WAL messages in read-only mode), and the signal table rows
-recognised in the stream.
+"""PostgreSQL's side of incremental snapshots (a :class:`ChunkSource`): key-ordered chunks in
+read-only transactions, watermarks in the signal table (or WAL messages in read-only mode), and
+which transactions a chunk's read saw (its snapshot).
 
 Chunk keys travel as the server's text for each key column and are compared by the server
 (``(k1, k2) > ('text1'::type1, 'text2'::type2)``, the texts as literals), so composite keys and
 any orderable type work and no value is ever re-encoded on our side.
+
+psycopg's errors stay here: a lost connection leaves as RetriableError, any other refused
+query as TableReadError (the snapshot fails the table and goes on).
 """
 
 from __future__ import annotations
 
 import contextlib
+import functools
 import queue
 import re
 import time
 from collections.abc import Callable, Hashable, Iterator
 from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass
-from typing import Any
+from typing import Any, ParamSpec, TypeVar
 
 import psycopg
 from psycopg import sql
 from psycopg.types.string import TextLoader
 
 from airflow_cdc.engine.envelope import source_info
+from airflow_cdc.engine.errors import RetriableError
 from airflow_cdc.engine.records import Offset, Partition, SourceRecord
 from airflow_cdc.engine.signals import watermark
 from airflow_cdc.engine.signals.signal import WINDOW_CLOSE, WINDOW_OPEN, SignalError
-from airflow_cdc.engine.snapshots.incremental import NO_PRIMARY_KEY, UNKNOWN_SCHEMA, Chunk, TablePlan
+from airflow_cdc.engine.snapshots.chunks import NO_PRIMARY_KEY, UNKNOWN_SCHEMA, Chunk, TablePlan, TableReadError
 from airflow_cdc.engine.sources.postgres import blocking
 from airflow_cdc.engine.sources.postgres.catalog import TableColumns
 from airflow_cdc.engine.sources.postgres.changes import CONNECTOR, WATERMARK_PREFIX, TableSchema
 from airflow_cdc.engine.sources.postgres.snapshot import key_function, read_records
 from airflow_cdc.engine.sources.postgres.snapshot_columns import SnapshotColumns, plan_columns
 from airflow_cdc.engine.sources.postgres.types import TypeInfo, ValueModes
+from airflow_cdc.engine.sources.postgres.visibility import KEEP_SNAPSHOT, KEPT_SNAPSHOT, READ, ReadSnapshot
 
-#: The prefix of read-only mode's watermark messages (pg_logical_emit_message).
 _FORBIDDEN = re.compile(r";|--|/\*")
+P = ParamSpec("P")
+R = TypeVar("R")
+
+
+def _engine_errors(method: Callable[P, R]) -> Callable[P, R]:
+    """psycopg's errors as the engine's: RetriableError for a lost connection (or a cancelled
+    query), TableReadError for a query the server refused."""
+
+    @functools.wraps(method)
+    def mapped(*args: P.args, **kwargs: P.kwargs) -> R:
+        try:
+            return method(*args, **kwargs)
+        except psycopg.OperationalError as exc:
+            raise RetriableError(f"incremental snapshot: the database went away: {exc}") from exc
+        except psycopg.Error as exc:
+            raise TableReadError(str(exc).strip()) from exc
+
+    return mapped
 
 
 @dataclass(frozen=True)
@@ -86,6 +109,7 @@ class PostgresChunkSource:
     def topic_of(self, table: str) -> str:
         return self._tables[table][1].topic
 
+    @_engine_errors
     def check_table(self, plan: TablePlan) -> str | None:
         if plan.name not in self._tables:
             return UNKNOWN_SCHEMA
@@ -122,6 +146,7 @@ class PostgresChunkSource:
         self._chunking[(plan.name, plan.surrogate_key)] = chunking
         return chunking
 
+    @_engine_errors
     def check_filter(self, table: str, predicate: str) -> None:
         if _FORBIDDEN.search(predicate) or not _balanced(predicate):
             raise SignalError(
@@ -137,6 +162,7 @@ class PostgresChunkSource:
         except psycopg.Error as exc:
             raise SignalError(f"filter {predicate!r} for {table} is refused by the server: {exc}".strip()) from None
 
+    @_engine_errors
     def estimate_rows(self, table: str) -> int:
         if table not in self._tables:
             return 0
@@ -145,6 +171,7 @@ class PostgresChunkSource:
         return max(0, int(found[0])) if found else 0
 
     # -- reading ----------------------------------------------------------------------------------
+    @_engine_errors
     def max_key(self, plan: TablePlan) -> tuple[str, ...] | None:
         key = self._key(plan)
         # Qualified: an unqualified name in ORDER BY would sort by the text output column.
@@ -158,6 +185,7 @@ class PostgresChunkSource:
             row = conn.execute(query).fetchone()
         return None if row is None else tuple(row)
 
+    @_engine_errors
     def read_window(
         self,
         window_id: str,
@@ -170,8 +198,9 @@ class PostgresChunkSource:
         """The open watermark, the chunk's read-only transaction and the close watermark commit
         in turn, so the chunk's snapshot is taken after the open watermark is in the log and the
         close watermark comes after it. Two round trips (:mod:`.blocking` says why that counts):
-        the open watermark with the read, then the read's commit with the close watermark. The
-        rows stay in libpq's results until the stream reaches the close and releases them."""
+        the open watermark with the read, then the read's commit with the close watermark (and
+        the read's snapshot). The rows stay in libpq's results until the stream reaches the close
+        and releases them."""
         _, schema = self._tables[plan.name]
         conn = self._window()
         opened = time.time_ns()
@@ -181,7 +210,7 @@ class PostgresChunkSource:
                 parts, complete = self._read_parallel(conn, opening, plan, after, upto, limit)
             else:
                 query = self._range_query(plan, after, upto, limit)
-                read = sql.SQL("; ").join([opening, sql.SQL("begin read only"), query])
+                read = sql.SQL("; ").join([opening, READ, KEEP_SNAPSHOT, query])
                 parts = [blocking.Rows(self._chunk_cursor(conn, plan.name), blocking.execute(conn, read))]
                 complete = len(parts[0]) < limit
             columns = self._select_list(plan.name)
@@ -191,8 +220,10 @@ class PostgresChunkSource:
             blocking.rollback(conn)  # e.g. a parallel reader failed: the next window needs a clean connection
             raise
         closing = watermark.metadata(opened, time.time_ns(), correlation_id, plan.name)
-        blocking.execute(conn, sql.SQL("commit; ") + self._watermark(window_id, "close", closing))
-        return Chunk(_ChunkRows(parts, self._record_maker(schema, columns), self._batch), last_key, complete)
+        close = sql.SQL("; ").join([sql.SQL("commit"), self._watermark(window_id, "close", closing), KEPT_SNAPSHOT])
+        seen = ReadSnapshot.parse(blocking.execute(conn, close).get_value(0, 0).decode())  # type: ignore[union-attr]
+        rows = _ChunkRows(parts, self._record_maker(schema, columns), self._batch)
+        return Chunk(rows, last_key, complete, seen)
 
     def _range_query(
         self, plan: TablePlan, after: tuple[str, ...] | None, upto: tuple[str, ...], limit: int | None
@@ -255,7 +286,8 @@ class PostgresChunkSource:
         """``incremental.snapshot.max.threads``: split the window's rows into key ranges (one
         index scan for the boundaries, after the open watermark) and read the ranges on several
         connections at once. All reads still happen between the window's watermarks, so the
-        dedup rule holds. ``conn`` is left in the boundaries' read-only transaction."""
+        dedup rule holds. ``conn`` is left in the boundaries' read-only transaction, whose
+        snapshot - older than the ranges' - stands for the window's (what it saw, they saw)."""
         key = self._key(plan)
         per_reader = -(-limit // self._threads)
         columns = sql.SQL(", ").join(sql.Identifier(c) for c in key.columns)
@@ -275,7 +307,7 @@ class PostgresChunkSource:
             limit=sql.Literal(limit),
             per=sql.Literal(per_reader),
         )
-        read = sql.SQL("; ").join([opening, sql.SQL("begin read only"), boundaries_query])
+        read = sql.SQL("; ").join([opening, READ, KEEP_SNAPSHOT, boundaries_query])
         bounds = [tuple(row[:-1]) for row in blocking.Rows(conn.cursor(), blocking.execute(conn, read)).load()]
         # Ranges between boundaries are read whole (rows inserted there meanwhile included: no
         # gap); only the last range is limited, and where it stops the next window begins.
@@ -370,6 +402,15 @@ class PostgresChunkSource:
             return read_records(rows, after_of, key_of, topic, released, partition, offset, ts_ms)
 
         return make
+
+    def transaction(self, record: SourceRecord) -> Hashable:
+        return record.offset.get("txId")
+
+    @_engine_errors
+    def horizon(self) -> ReadSnapshot:
+        row = self._conn.execute("select txid_current_snapshot()::text").fetchone()
+        assert row is not None
+        return ReadSnapshot.parse(row[0])
 
     def dedup_key(self, record: SourceRecord) -> Hashable:
         if record.key:

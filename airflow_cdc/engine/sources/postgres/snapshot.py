@@ -28,6 +28,7 @@ from psycopg import sql
 from psycopg.types.string import TextLoader
 
 from airflow_cdc.engine.envelope import source_info
+from airflow_cdc.engine.notifications import InitialSnapshotNotifications
 from airflow_cdc.engine.records import Offset, Partition, PositionMarker, SourceRecord
 from airflow_cdc.engine.sources.postgres.catalog import TableColumns
 from airflow_cdc.engine.sources.postgres.changes import CONNECTOR, ChangeBuilder, TableSchema
@@ -69,18 +70,27 @@ class SnapshotReader:
         self.rows = 0
 
     def batches(
-        self, tables: list[tuple[TableColumns, TableSchema]], batch_size: int, fetch_size: int = 2000
+        self,
+        tables: list[tuple[TableColumns, TableSchema]],
+        batch_size: int,
+        fetch_size: int = 2000,
+        progress: InitialSnapshotNotifications | None = None,
     ) -> Iterator[list[SourceRecord]]:
         """Batches of ``op=r`` records, table after table; the last batch ends with the marker
-        that says the snapshot is complete."""
+        that says the snapshot is complete. ``progress`` hears of each table's start and end."""
         batch: list[SourceRecord] = []
         for index, (table, schema) in enumerate(tables):
+            if progress is not None:
+                progress.table_started(table.qualified)
+            rows_before = self.rows
             chunks = self._table_records(table, schema, batch_size, fetch_size)
             for records in marked(chunks, first_table=index == 0, last_table=index == len(tables) - 1):
                 batch += records
                 while len(batch) > batch_size:
                     yield batch[:batch_size]
                     del batch[:batch_size]
+            if progress is not None:
+                progress.table_completed(table.qualified, self.rows - rows_before)
         if batch and batch[-1].value["source"]["snapshot"] == "last":
             held = batch[-1]
             batch[-1] = held.replace(offset={**held.offset, "last_snapshot_record": True})
