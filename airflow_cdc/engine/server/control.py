@@ -85,14 +85,21 @@ def status(props: Mapping[str, Any], timeout: float = 5.0) -> dict[str, Any]:
         return {**written, "api_error": str(exc)}
 
 
-def client_for(props: Mapping[str, Any], *, timeout: float = 10.0) -> EngineClient:
-    """The control-API client of the running instance of ``props`` on this machine (its
-    address from ``instance.json``, its token from the config or ``api.token``)."""
+def api_address(props: Mapping[str, Any]) -> tuple[str, str]:
+    """``(url, token)`` of the running instance of ``props`` on this machine: its address from
+    ``instance.json``, its token from the config or ``api.token``. RefusedError if it is not
+    running."""
     directory = state_dir(props)
     written = read_status(directory) or {}
     if not is_running(directory) or not written.get("api"):
         raise RefusedError(f"instance {props.get('name')!r} is not running with its API in {directory}")
-    return EngineClient(str(written["api"]), api_token(resolve(props)), timeout=timeout)
+    return str(written["api"]), api_token(resolve(props))
+
+
+def client_for(props: Mapping[str, Any], *, timeout: float = 10.0) -> EngineClient:
+    """The control-API client of the running instance of ``props`` on this machine."""
+    url, token = api_address(props)
+    return EngineClient(url, token, timeout=timeout)
 
 
 def log_tail(directory: Path, lines: int = 20) -> str:

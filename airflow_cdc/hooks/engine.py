@@ -1,0 +1,136 @@
+"""The hook of a ``cdc_engine`` connection: it owns the connection and hands out the engine's own
+control-API clients (ADR 0011) - it speaks no HTTP itself.
+
+An instance is reached either at the address in the connection (it runs anywhere: beside the
+worker, on another host, in a container), or through its config file on this worker
+(``config_path``), from which the hook can also start it detached: it outlives the task.
+"""
+
+from __future__ import annotations
+
+from functools import cached_property
+from pathlib import Path
+from typing import Any
+
+from airflow.sdk import BaseHook
+
+from airflow_cdc.engine.errors import CdcError, ConfigError, ConfigProblem
+from airflow_cdc.engine.server import control
+from airflow_cdc.engine.server.client import AsyncEngineClient, EngineClient
+from airflow_cdc.engine.server.config_file import load_config_file
+from airflow_cdc.engine.server.instance import is_running, read_status, state_dir
+from airflow_cdc.hooks.engine_connection import EngineConnection, engine_connection
+
+
+class CdcEngineHook(BaseHook):
+    """An engine instance of airflow-cdc, through its control API.
+
+    :param cdc_conn_id: a connection of type ``cdc_engine``.
+    """
+
+    conn_name_attr = "cdc_conn_id"
+    default_conn_name = "cdc_engine_default"
+    conn_type = "cdc_engine"
+    hook_name = "CDC engine (airflow-cdc)"
+
+    def __init__(self, cdc_conn_id: str = default_conn_name, **kwargs: Any) -> None:
+        super().__init__(**kwargs)
+        self.cdc_conn_id = cdc_conn_id
+
+    # -- the connection ------------------------------------------------------------------------
+    @cached_property
+    def settings(self) -> EngineConnection:
+        return _settings(self.cdc_conn_id, self.get_connection(self.cdc_conn_id))
+
+    async def asettings(self) -> EngineConnection:
+        """The settings, read without blocking the triggerer's event loop."""
+        return _settings(self.cdc_conn_id, await self.aget_connection(self.cdc_conn_id))
+
+    @cached_property
+    def instance_config(self) -> dict[str, Any]:
+        """The instance's configuration, from the connection's ``config_path``."""
+        return _instance_config(self.settings)
+
+    # -- clients -------------------------------------------------------------------------------
+    def get_conn(self) -> EngineClient:
+        return self.get_client()
+
+    def get_client(self) -> EngineClient:
+        """The instance's control-API client (close it, or use ``with``)."""
+        url, token = self._address(self.settings)
+        return EngineClient(url, token, timeout=self.settings.timeout)
+
+    async def get_async_client(self) -> AsyncEngineClient:
+        """The same as coroutines, for triggers (``async with await hook.get_async_client()``)."""
+        settings = await self.asettings()
+        url, token = self._address(settings)
+        return AsyncEngineClient(url, token, timeout=settings.timeout)
+
+    def _address(self, settings: EngineConnection) -> tuple[str, str | None]:
+        if settings.url:
+            return settings.url, settings.token
+        # An instance beside the worker: its address and token are in its state directory.
+        url, token = control.api_address(_instance_config(settings))
+        return url, settings.token or token
+
+    def test_connection(self) -> tuple[bool, str]:
+        """From the connection form: the API answers, the token is accepted, the name matches."""
+        try:
+            with self.get_client() as client:
+                status = client.status()
+        except CdcError as exc:
+            return False, str(exc)
+        expected = self.settings.instance
+        if expected and status.name != expected:
+            return False, f"the API at this address serves instance {status.name!r}, not {expected!r}"
+        return True, f"instance {status.name!r}: {status.state}, {status.phase}"
+
+    # -- an instance beside the worker ---------------------------------------------------------
+    def start_instance(self, *, timeout: float = 120.0) -> dict[str, Any]:
+        """Start the instance of ``config_path`` detached (it outlives the task); its status once
+        it streams. Needs ``config_path`` in the connection."""
+        settings = self.settings
+        if not settings.config_path:
+            raise ConfigError(
+                [
+                    ConfigProblem(
+                        self.cdc_conn_id, "has no extra config_path", "set it to start instances on this worker"
+                    )
+                ]
+            )
+        return control.start_detached(Path(settings.config_path), self.instance_config, timeout=timeout)
+
+    def local_status(self) -> dict[str, Any] | None:
+        """What the instance of ``config_path`` last wrote, with ``running`` (None without one)."""
+        if not self.settings.config_path:
+            return None
+        directory = state_dir(self.instance_config)
+        written = read_status(directory) or {}
+        return {**written, "running": is_running(directory)}
+
+    @classmethod
+    def get_ui_field_behaviour(cls) -> dict[str, Any]:
+        """For Airflow before 3.2; newer ones read the form from the provider metadata."""
+        from airflow_cdc.provider_info import ENGINE_CONNECTION
+
+        return dict(ENGINE_CONNECTION["ui-field-behaviour"])
+
+
+def _settings(conn_id: str, conn: Any) -> EngineConnection:
+    return engine_connection(
+        conn_id,
+        host=conn.host,
+        port=conn.port,
+        login=conn.login,
+        password=conn.password,
+        schema=conn.schema,
+        extra=conn.extra,
+    )
+
+
+def _instance_config(settings: EngineConnection) -> dict[str, Any]:
+    if not settings.config_path:
+        raise ConfigError(
+            [ConfigProblem("config_path", "is not set", "set the connection's extra config_path or its host")]
+        )
+    return load_config_file(settings.config_path)

@@ -1,0 +1,105 @@
+"""What a ``cdc_engine`` Airflow connection says, as plain data (no Airflow import): where an
+engine instance's control API is and how to authenticate, or where its config file is on this
+worker. Kept apart from the hook so it is tested without Airflow, one field at a time.
+
+Connection fields (ADR 0011):
+
+* ``host`` - the API's address, ``http://127.0.0.1`` or ``127.0.0.1`` (``port`` beside it), or a
+  whole URL with its port; empty when the instance runs beside the worker (``config_path``);
+* ``password`` - the API's bearer token (never logged);
+* ``login`` - the instance's name (informative; checked against the API's answer);
+* extra ``config_path`` - the instance's config file on the worker: the hook can start the
+  instance detached from it, and find its API in ``<state.dir>/instance.json``;
+* extra ``timeout`` - seconds per API call (default 10).
+"""
+
+from __future__ import annotations
+
+import json
+from collections.abc import Mapping
+from dataclasses import dataclass
+from typing import Any
+from urllib.parse import urlsplit
+
+from airflow_cdc.engine.errors import ConfigError, ConfigProblem
+
+DEFAULT_TIMEOUT = 10.0
+
+
+@dataclass(frozen=True)
+class EngineConnection:
+    url: str | None
+    token: str | None
+    instance: str | None
+    config_path: str | None
+    timeout: float = DEFAULT_TIMEOUT
+
+    def __repr__(self) -> str:  # the token never reaches a log line
+        token = "***" if self.token else None
+        return (
+            f"EngineConnection(url={self.url!r}, token={token!r}, instance={self.instance!r}, "
+            f"config_path={self.config_path!r}, timeout={self.timeout})"
+        )
+
+
+def _extras(extra: str | Mapping[str, Any] | None, conn_id: str) -> dict[str, Any]:
+    if not extra:
+        return {}
+    if isinstance(extra, Mapping):
+        return dict(extra)
+    try:
+        parsed = json.loads(extra)
+    except ValueError:
+        raise ConfigError(
+            [ConfigProblem(f"{conn_id}.extra", "is not JSON", "write the extras as a JSON object")]
+        ) from None
+    if not isinstance(parsed, dict):
+        raise ConfigError([ConfigProblem(f"{conn_id}.extra", "is not a JSON object", 'write {"config_path": ...}')])
+    return parsed
+
+
+def _url(host: str | None, port: int | None, schema: str | None) -> str | None:
+    if not host:
+        return None
+    text = host.strip().rstrip("/")
+    if "://" not in text:
+        text = f"{schema or 'http'}://{text}"
+    parts = urlsplit(text)
+    if port and parts.port is None:
+        text = f"{parts.scheme}://{parts.hostname}:{port}{parts.path}"
+    return text
+
+
+def engine_connection(
+    conn_id: str,
+    *,
+    host: str | None = None,
+    port: int | None = None,
+    login: str | None = None,
+    password: str | None = None,
+    schema: str | None = None,
+    extra: str | Mapping[str, Any] | None = None,
+) -> EngineConnection:
+    """The connection's fields as an :class:`EngineConnection`; a ConfigError names what to fix
+    when neither an API address nor a config file is given."""
+    extras = _extras(extra, conn_id)
+    url = _url(host, port, schema if schema in ("http", "https") else None)
+    config_path = str(extras["config_path"]) if extras.get("config_path") else None
+    if url is None and config_path is None:
+        raise ConfigError(
+            [
+                ConfigProblem(
+                    conn_id,
+                    "has neither a host (the control API's address) nor an extra config_path",
+                    "set the host to the instance's API, e.g. http://127.0.0.1:8765, or the extra "
+                    '{"config_path": "/path/to/instance.yaml"} for an instance on this worker',
+                )
+            ]
+        )
+    try:
+        timeout = float(extras.get("timeout") or DEFAULT_TIMEOUT)
+    except (TypeError, ValueError):
+        raise ConfigError(
+            [ConfigProblem(f"{conn_id}.extra.timeout", f"{extras.get('timeout')!r} is not a number", "give seconds")]
+        ) from None
+    return EngineConnection(url, password or None, login or None, config_path, timeout)
