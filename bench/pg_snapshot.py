@@ -38,7 +38,7 @@ FILL = """
 insert into wide select g, g %% 1000, g %% 77, g * 3, g %% 100, g %% 7,
     g * 0.5, g * 0.25, g * 0.05, 'name-' || g, 'sku-' || g, 'city-' || (g %% 500), 'country-' || (g %% 50),
     repeat('n', 40), now(), now(), g %% 2 = 0, g %% 3 = 0, date '2024-01-01' + (g %% 365), 'a,b,c'
-from generate_series(%s, %s) g
+from generate_series(%s::int, %s::int) g
 """
 
 

@@ -75,7 +75,13 @@ POSTGRES_CONFIG = ConfigDef(
         Field("message.prefix.exclude.list", type="list", default=[], doc="Message prefixes not to emit."),
         Field("skipped.operations", type="list", default=["t"], doc="Operations not emitted: c, u, d, t, or none."),
         Field("max.batch.size", type="int", default=2048, minimum=1),
-        Field("snapshot.fetch.size", type="int", default=2000, minimum=1, doc="Rows per fetch of the snapshot cursor."),
+        Field(
+            "snapshot.fetch.size",
+            type="int",
+            default=10240,
+            minimum=1,
+            doc="Rows per fetch of the snapshot (Debezium's default).",
+        ),
         Field("poll.interval.ms", type="int", default=500, minimum=0),
         Field(
             "signal.data.collection",

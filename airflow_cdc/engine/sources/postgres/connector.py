@@ -165,6 +165,9 @@ class PostgresTask(SourceTask):
             mode in ("initial", "initial_only", "when_needed") and (offset is None or unfinished)
         )
         if state is None:
+            if mode == "initial_only" and offset is not None and not unfinished:
+                self.initial_snapshot.skipped()  # done before; there is nothing to stream
+                return
             if offset is not None and not unfinished and mode not in ("when_needed", "always"):
                 since = pgoutput.format_lsn(int(offset.get("lsn_commit") or 0))
                 raise CdcError(
@@ -172,7 +175,11 @@ class PostgresTask(SourceTask):
                     f"{since} are lost. Use snapshot.mode=when_needed to re-snapshot, or reset the offsets"
                 )
             export = wants_snapshot or mode == "when_needed"
-            consistent, snapshot_name = self.stream.create_slot(self.slot, export_snapshot=export)
+            # initial_only never streams: a temporary slot (gone with the connection) exports
+            # the snapshot, so no slot is left behind holding WAL.
+            consistent, snapshot_name = self.stream.create_slot(
+                self.slot, export_snapshot=export, temporary=mode == "initial_only"
+            )
             self.builder.last_completed = consistent
             if export:
                 self._begin_snapshot(tables, snapshot_name, consistent)

@@ -61,11 +61,13 @@ class ReplicationStream:
         """The PID of the server's WAL sender serving this connection."""
         return self._pgconn.backend_pid
 
-    def create_slot(self, slot: str, *, export_snapshot: bool) -> tuple[int, str | None]:
+    def create_slot(self, slot: str, *, export_snapshot: bool, temporary: bool = False) -> tuple[int, str | None]:
         """CREATE_REPLICATION_SLOT ... pgoutput: the consistent point, and the exported snapshot
-        name (valid until this connection runs its next command)."""
+        name (valid until this connection runs its next command). A temporary slot is dropped
+        by the server when this connection ends."""
         action = "EXPORT_SNAPSHOT" if export_snapshot else "NOEXPORT_SNAPSHOT"
-        row = self._conn.execute(f"CREATE_REPLICATION_SLOT {_quote_ident(slot)} LOGICAL pgoutput {action}").fetchone()
+        kind = "TEMPORARY LOGICAL" if temporary else "LOGICAL"
+        row = self._conn.execute(f"CREATE_REPLICATION_SLOT {_quote_ident(slot)} {kind} pgoutput {action}").fetchone()
         assert row is not None
         return pgoutput.parse_lsn(str(row[1])), (str(row[2]) if row[2] else None)
 
