@@ -62,8 +62,13 @@ _BIND_FAILED = ("Address already in use", "BindException")
 
 
 def cluster_id() -> str:
-    """A Kafka cluster id: a random UUID in Kafka's URL-safe base64 form."""
-    return base64.urlsafe_b64encode(uuid.uuid4().bytes).rstrip(b"=").decode()
+    """A Kafka cluster id: a random UUID in Kafka's URL-safe base64 form, never starting with
+    ``-`` (kafka-storage's argument parser would take it for an option; Kafka's own random
+    ids skip those too)."""
+    while True:
+        text = base64.urlsafe_b64encode(uuid.uuid4().bytes).rstrip(b"=").decode()
+        if not text.startswith("-"):
+            return text
 
 
 class KafkaBroker(LocalServer):
