@@ -216,8 +216,13 @@ class Config(Mapping[str, Any]):
 _SECRET = re.compile(r"password|secret|token|sasl\.jaas", re.IGNORECASE)
 
 
+def is_secret_key(key: str) -> bool:
+    """Whether a property holds a secret (a password, token, secret or JAAS config)."""
+    return bool(_SECRET.search(key))
+
+
 def _redacted(props: Mapping[str, Any]) -> dict[str, Any]:
-    return {k: ("********" if _SECRET.search(k) else v) for k, v in props.items()}
+    return {k: ("********" if is_secret_key(k) else v) for k, v in props.items()}
 
 
 def available_cores() -> int:

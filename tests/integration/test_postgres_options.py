@@ -3,6 +3,8 @@ slot.drop.on.stop, and the slot released when the engine fails."""
 
 from __future__ import annotations
 
+import time
+
 import pytest
 
 from airflow_cdc.engine import Engine, EngineFailedError, JsonSerializer
@@ -97,3 +99,14 @@ def test_an_include_list_entry_that_matches_nothing_beside_others_is_a_warning(p
     with EngineRunner(Engine(config, consumer=lambda r: None)):
         pass
     assert any("'public\\\\.ordres' matches no table" in r.getMessage() for r in caplog.records)
+
+
+def test_a_database_that_does_not_exist_fails_at_once_naming_the_fix(pg_server: PostgresServer) -> None:
+    """A refusal no retry can change is not retried (errors.max.retries is unlimited by default)."""
+    config = engine_config(pg_server, "no_such_database")
+    engine = Engine(config, consumer=lambda record: None, serializer=JsonSerializer())
+    started = time.monotonic()
+    with pytest.raises(EngineFailedError) as failure:
+        engine.run()
+    assert time.monotonic() - started < 30
+    assert "database.dbname" in str(failure.value.__cause__) or "database.dbname" in str(failure.value)

@@ -22,6 +22,7 @@ from urllib.parse import parse_qs, urlsplit
 
 import orjson
 
+from airflow_cdc.engine.config import is_secret_key
 from airflow_cdc.engine.errors import OffsetError
 from airflow_cdc.engine.server.metrics import render_metrics
 from airflow_cdc.engine.server.models import StateChange
@@ -161,7 +162,7 @@ class ControlApi:
         return {
             "name": self.instance.name,
             "type": "source",
-            "config": {k: v for k, v in self.instance.engine.config.items() if "password" not in k},
+            "config": {k: v for k, v in self.instance.engine.config.items() if not is_secret_key(k)},
             "tasks": [{"connector": self.instance.name, "task": i} for i, _ in enumerate(status["tasks"])],
         }
 

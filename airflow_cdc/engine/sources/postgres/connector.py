@@ -4,6 +4,7 @@ offsets and replication connection."""
 from __future__ import annotations
 
 import logging
+import re
 import time
 from collections import deque
 from collections.abc import Iterator, Mapping
@@ -433,4 +434,20 @@ def _connect(conninfo: str) -> psycopg.Connection[tuple[Any, ...]]:
     try:
         return psycopg.connect(conninfo, autocommit=True)
     except psycopg.OperationalError as exc:
+        if _refused_credentials(str(exc)):  # retrying cannot help: say so at once
+            raise CdcError(
+                f"PostgreSQL refused the connection: {exc}; fix database.user / database.password / "
+                "database.dbname (or the server's pg_hba.conf)"
+            ) from exc
         raise RetriableError(f"cannot connect to PostgreSQL: {exc}") from exc
+
+
+#: Refusals a retry cannot change: the configuration (or the server's access rules) must.
+_FATAL_CONNECT = re.compile(
+    r"password authentication failed|no password supplied|no pg_hba\.conf entry|"
+    r'role "[^"]*" does not exist|database "[^"]*" does not exist'
+)
+
+
+def _refused_credentials(message: str) -> bool:
+    return _FATAL_CONNECT.search(message) is not None
