@@ -18,6 +18,7 @@ from __future__ import annotations
 import functools
 from collections.abc import Awaitable, Callable, Mapping
 from typing import Any, Generic, ParamSpec, TypeVar, overload
+from urllib.parse import quote
 
 import httpx
 
@@ -114,6 +115,12 @@ def _signal(kind: str, data: Mapping[str, Any] | str | None = None, *, signal_id
     return Call("POST", "/signals", _json(lambda answer: str(answer["id"])), body=body)
 
 
+def _connector(name: str) -> Call[dict[str, Any]]:
+    """Kafka Connect's ``GET /connectors/<name>``: ``name``, ``type``, ``tasks`` and ``config``,
+    the configuration the instance runs with (passwords left out)."""
+    return Call("GET", f"/connectors/{quote(name, safe='')}", _json(dict))
+
+
 def _pause() -> Call[StateChange]:
     """Stop polling the source; what is in flight is still delivered and committed."""
     return Call("POST", "/pause", _json(StateChange.from_json))
@@ -140,6 +147,7 @@ class _Operations:
     offsets = _Operation(_offsets)
     notifications = _Operation(_notifications)
     signal = _Operation(_signal)
+    connector = _Operation(_connector)
     pause = _Operation(_pause)
     resume = _Operation(_resume)
     stop = _Operation(_stop)

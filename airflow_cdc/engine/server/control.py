@@ -26,8 +26,12 @@ from airflow_cdc.engine.server.instance import LOG, STATUS, api_token, is_runnin
 RUNNING = "POLLING_TASKS"
 
 
-def start_detached(config_file: Path, props: Mapping[str, Any], timeout: float = 120.0) -> dict[str, Any]:
-    """Start the instance of ``config_file`` in the background; its status once it polls."""
+def start_detached(
+    config_file: Path, props: Mapping[str, Any], timeout: float = 120.0, *, env: Mapping[str, str] | None = None
+) -> dict[str, Any]:
+    """Start the instance of ``config_file`` in the background; its status once it polls.
+    ``env`` is added to the instance's environment (a secret a driver reads from it, say
+    ``PGPASSWORD``, so that it is written to no file)."""
     directory = state_dir(props)
     if is_running(directory):
         raise CdcError(f"instance {props.get('name')!r} is already running ({directory})")
@@ -39,6 +43,7 @@ def start_detached(config_file: Path, props: Mapping[str, Any], timeout: float =
             stdout=log,
             stderr=subprocess.STDOUT,
             start_new_session=True,  # not killed with the shell or the Airflow task that started it
+            env=None if env is None else {**os.environ, **env},
         )
     deadline = time.monotonic() + timeout
     while time.monotonic() < deadline:

@@ -40,7 +40,7 @@ class Signalling(SnapshotCoordinator):
             partition=builder.partition,
             settings=settings,
             bus=context.notifications,
-            connector_name=context.engine_name,
+            connector_name=settings["topic.prefix"],  # as Debezium names its connector in notifications
             signals=context.signals,
             resume=resume,
             qualifier=qualifier,
