@@ -50,6 +50,35 @@ def get_provider_info() -> dict[str, Any]:
         "snapshots driven by signals, and Spark jobs that apply the changes.",
         "versions": [__version__],
         "integrations": [{"integration-name": INTEGRATION, "tags": ["software"]}],
-        "hooks": [{"integration-name": INTEGRATION, "python-modules": ["airflow_cdc.hooks.engine"]}],
+        "hooks": [
+            {
+                "integration-name": INTEGRATION,
+                "python-modules": ["airflow_cdc.hooks.engine", "airflow_cdc.hooks.signal"],
+            }
+        ],
+        "operators": [
+            {
+                "integration-name": INTEGRATION,
+                "python-modules": [
+                    "airflow_cdc.operators.engine",
+                    "airflow_cdc.operators.snapshot",
+                    "airflow_cdc.operators.offsets",
+                    "airflow_cdc.operators.capture",
+                ],
+            }
+        ],
+        "sensors": [
+            {
+                "integration-name": INTEGRATION,
+                "python-modules": ["airflow_cdc.sensors.snapshot", "airflow_cdc.sensors.offset"],
+            }
+        ],
+        "triggers": [
+            {
+                "integration-name": INTEGRATION,
+                "python-modules": ["airflow_cdc.triggers.snapshot", "airflow_cdc.triggers.offset"],
+            }
+        ],
+        "extra-links": ["airflow_cdc.links.CdcInstanceLink"],
         "connection-types": [ENGINE_CONNECTION],
     }

@@ -8,10 +8,13 @@ worker, on another host, in a container), or through its config file on this wor
 
 from __future__ import annotations
 
+import os
+from collections.abc import Mapping
 from functools import cached_property
 from pathlib import Path
 from typing import Any
 
+import yaml
 from airflow.sdk import BaseHook
 
 from airflow_cdc.engine.errors import CdcError, ConfigError, ConfigProblem
@@ -20,6 +23,9 @@ from airflow_cdc.engine.server.client import AsyncEngineClient, EngineClient
 from airflow_cdc.engine.server.config_file import load_config_file
 from airflow_cdc.engine.server.instance import is_running, read_status, state_dir
 from airflow_cdc.hooks.engine_connection import EngineConnection, engine_connection
+
+#: Where start_instance(config=...) writes the configuration it starts an instance from.
+EFFECTIVE_CONFIG = "airflow-instance.yaml"
 
 
 class CdcEngineHook(BaseHook):
@@ -86,9 +92,18 @@ class CdcEngineHook(BaseHook):
         return True, f"instance {status.name!r}: {status.state}, {status.phase}"
 
     # -- an instance beside the worker ---------------------------------------------------------
-    def start_instance(self, *, timeout: float = 120.0) -> dict[str, Any]:
+    def start_instance(
+        self,
+        *,
+        timeout: float = 120.0,
+        config: Mapping[str, Any] | None = None,
+        env: Mapping[str, str] | None = None,
+    ) -> dict[str, Any]:
         """Start the instance of ``config_path`` detached (it outlives the task); its status once
-        it streams. Needs ``config_path`` in the connection."""
+        it streams. Needs ``config_path`` in the connection. ``config`` (the whole configuration,
+        e.g. the file's with a DAG's settings over it) is written to ``<state.dir>/airflow-instance.yaml``
+        and started from there; ``env`` is added to the instance's environment (a password its
+        driver reads, which then is in no file)."""
         settings = self.settings
         if not settings.config_path:
             raise ConfigError(
@@ -98,7 +113,20 @@ class CdcEngineHook(BaseHook):
                     )
                 ]
             )
-        return control.start_detached(Path(settings.config_path), self.instance_config, timeout=timeout)
+        if config is None:
+            return control.start_detached(Path(settings.config_path), self.instance_config, timeout=timeout, env=env)
+        path = state_dir(config) / EFFECTIVE_CONFIG
+        path.parent.mkdir(parents=True, exist_ok=True)
+        fd = os.open(path, os.O_WRONLY | os.O_CREAT | os.O_TRUNC, 0o600)
+        with os.fdopen(fd, "w") as file:
+            yaml.safe_dump({key: _plain(value) for key, value in config.items()}, file, sort_keys=True)
+        return control.start_detached(path, load_config_file(path), timeout=timeout, env=env)
+
+    def running_config(self) -> dict[str, Any]:
+        """The configuration the instance runs with, as its API tells it (Kafka Connect's
+        ``GET /connectors/<name>``; passwords left out)."""
+        with self.get_client() as client:
+            return dict(client.connector(client.status().name).get("config") or {})
 
     def local_status(self) -> dict[str, Any] | None:
         """What the instance of ``config_path`` last wrote, with ``running`` (None without one)."""
@@ -134,3 +162,12 @@ def _instance_config(settings: EngineConnection) -> dict[str, Any]:
             [ConfigProblem("config_path", "is not set", "set the connection's extra config_path or its host")]
         )
     return load_config_file(settings.config_path)
+
+
+def _plain(value: Any) -> Any:
+    """A value YAML writes as the config file would (paths and the like as text)."""
+    if value is None or isinstance(value, bool | int | float | str):
+        return value
+    if isinstance(value, list | tuple):
+        return [_plain(v) for v in value]
+    return str(value)

@@ -1,0 +1,244 @@
+"""Debezium signals sent to an engine instance through a channel it listens on (ADR 0011):
+
+* ``api`` - the instance's control API (``POST /signals``), through the engine's client;
+* ``source`` - a row in the signal table (``signal.data.collection``), written over the source
+  database's Airflow connection (``postgres`` with psycopg, ``mysql`` with PyMySQL) - the
+  channel that also reaches Debezium on Kafka Connect;
+* ``kafka`` - a record on ``signal.kafka.topic`` keyed by ``topic.prefix`` (kafka-python).
+
+Which table, topic and servers: the configuration the instance runs with (Kafka Connect's
+``GET /connectors/<name>``, which a Connect cluster answers the same way). Every signal is
+checked with the engine's own signal model first, so a malformed one fails at once on every
+channel; what the instance then makes of it (an unknown table, a bad filter) comes back as a
+notification carrying the signal's id, which :meth:`CdcSignalHook.send` returns.
+"""
+
+from __future__ import annotations
+
+import re
+import uuid
+from collections.abc import Callable, Mapping
+from functools import cached_property
+from typing import Any
+
+import orjson
+from airflow.sdk import BaseHook
+
+from airflow_cdc.engine.errors import CdcError, ConfigError, ConfigProblem, MissingDependencyError
+from airflow_cdc.engine.signals import parse_signal
+from airflow_cdc.hooks.engine import CdcEngineHook
+from airflow_cdc.hooks.source_config import SourceConfig, from_connection
+
+CHANNELS = ("api", "source", "kafka")
+#: The engine's default ``signal.enabled.channels``.
+DEFAULT_CHANNELS = ("source", "api")
+#: Debezium's signal table holds ``data varchar(2048)``.
+MAX_TABLE_DATA = 2048
+_TABLE_NAME = re.compile(r"^[A-Za-z_][A-Za-z0-9_$]*(\.[A-Za-z_][A-Za-z0-9_$]*){0,2}$")
+
+
+def _listed(value: Any) -> tuple[str, ...]:
+    if value is None or value == "":
+        return ()
+    items = value if isinstance(value, list | tuple) else str(value).split(",")
+    return tuple(str(item).strip() for item in items if str(item).strip())
+
+
+def enabled_channels(config: Mapping[str, Any]) -> tuple[str, ...]:
+    if "signal.enabled.channels" not in config:
+        return DEFAULT_CHANNELS
+    return _listed(config["signal.enabled.channels"])
+
+
+class CdcSignalHook(BaseHook):
+    """Sends Debezium signals to the engine instance of a ``cdc_engine`` connection.
+
+    :param cdc_conn_id: the instance's connection (type ``cdc_engine``).
+    :param source_conn_id: for the ``source`` channel: a ``postgres`` or ``mysql`` connection
+        to the captured database, whose user may insert into the signal table.
+    :param kafka_bootstrap_servers: for the ``kafka`` channel: the brokers, when they are not
+        the instance's ``signal.kafka.bootstrap.servers``.
+    """
+
+    conn_name_attr = "cdc_conn_id"
+    default_conn_name = CdcEngineHook.default_conn_name
+    conn_type = CdcEngineHook.conn_type
+    hook_name = "CDC signals (airflow-cdc)"
+
+    def __init__(
+        self,
+        cdc_conn_id: str = default_conn_name,
+        *,
+        source_conn_id: str | None = None,
+        kafka_bootstrap_servers: str | None = None,
+        **kwargs: Any,
+    ) -> None:
+        super().__init__(**kwargs)
+        self.cdc_conn_id = cdc_conn_id
+        self.source_conn_id = source_conn_id
+        self.kafka_bootstrap_servers = kafka_bootstrap_servers
+
+    @cached_property
+    def engine_hook(self) -> CdcEngineHook:
+        return CdcEngineHook(self.cdc_conn_id)
+
+    def get_conn(self) -> CdcEngineHook:
+        return self.engine_hook
+
+    def send(
+        self,
+        kind: str,
+        data: Mapping[str, Any] | None = None,
+        *,
+        channel: str = "api",
+        signal_id: str | None = None,
+    ) -> str:
+        """Send one signal (``execute-snapshot``, ``stop-snapshot``, ``pause-snapshot``,
+        ``resume-snapshot``, ``log``); its id, which the instance's notifications about it carry.
+        On the ``kafka`` channel the id is ``<topic>-<partition>-<offset>``, as Debezium names it."""
+        if channel not in CHANNELS:
+            raise ConfigError(
+                [ConfigProblem("channel", f"{channel!r} is not a signal channel", "use api, source or kafka")]
+            )
+        payload = dict(data or {})
+        parse_signal(signal_id or "airflow", kind, payload, channel)  # SignalError: the engine's own words
+        if channel == "api":
+            with self.engine_hook.get_client() as client:
+                return client.signal(kind, payload, signal_id=signal_id)
+        config = self.engine_hook.running_config()
+        if channel not in enabled_channels(config):
+            raise ConfigError(
+                [
+                    ConfigProblem(
+                        "signal.enabled.channels",
+                        f"instance {config.get('name')!r} does not listen on the {channel} channel "
+                        f"(it listens on: {', '.join(enabled_channels(config)) or 'none'})",
+                        f"add {channel} to the instance's signal.enabled.channels and restart it, or use channel='api'",
+                    )
+                ]
+            )
+        if channel == "source":
+            return self._to_signal_table(config, kind, payload, signal_id or str(uuid.uuid4()))
+        return self._to_kafka(config, kind, payload)
+
+    # -- the signal table ------------------------------------------------------------------------
+    def _to_signal_table(self, config: Mapping[str, Any], kind: str, data: Mapping[str, Any], signal_id: str) -> str:
+        table = str(config.get("signal.data.collection") or "")
+        if not table:
+            raise ConfigError(
+                [
+                    ConfigProblem(
+                        "signal.data.collection",
+                        f"instance {config.get('name')!r} has no signal table",
+                        "set signal.data.collection (e.g. public.debezium_signal) and restart it, or use channel='api'",
+                    )
+                ]
+            )
+        if not _TABLE_NAME.match(table):
+            raise ConfigError(
+                [ConfigProblem("signal.data.collection", f"{table!r} is not a plain table name", "use schema.table")]
+            )
+        if not self.source_conn_id:
+            raise ConfigError(
+                [ConfigProblem("source_conn_id", "is not set", "give the source database's connection id")]
+            )
+        source = from_connection(self.get_connection(self.source_conn_id))
+        text = orjson.dumps(data).decode()
+        if len(text) > MAX_TABLE_DATA:
+            raise ConfigError(
+                [
+                    ConfigProblem(
+                        "data",
+                        f"is {len(text)} characters; the signal table's data column holds {MAX_TABLE_DATA}",
+                        "use channel='api', or fewer tables and shorter filters",
+                    )
+                ]
+            )
+        # database.names: "<database>.<schema>.<table>" names the database to write to.
+        parts = table.split(".")
+        database, name = (parts[0], ".".join(parts[1:])) if len(parts) == 3 else ("", table)
+        connect = DRIVERS[source.mapping.driver]
+        try:
+            with connect(source, database or str(config.get(source.mapping.database_key) or "") or None) as conn:
+                conn.cursor().execute(
+                    f"insert into {name} (id, type, data) values (%s, %s, %s)", (signal_id, kind, text)
+                )
+        except CdcError:
+            raise
+        except Exception as exc:  # the driver's own error: its message says what the server said
+            raise CdcError(
+                f"writing signal {signal_id!r} into {table} over connection {self.source_conn_id!r} failed: "
+                f"{type(exc).__name__}: {exc}".strip()
+            ) from None
+        self.log.info("signal %s (%s) written to %s", signal_id, kind, table)
+        return signal_id
+
+    # -- the Kafka topic ---------------------------------------------------------------------------
+    def _to_kafka(self, config: Mapping[str, Any], kind: str, data: Mapping[str, Any]) -> str:
+        topic = str(config.get("signal.kafka.topic") or "")
+        servers = self.kafka_bootstrap_servers or str(config.get("signal.kafka.bootstrap.servers") or "")
+        if not topic or not servers:
+            raise ConfigError(
+                [
+                    ConfigProblem(
+                        "signal.kafka.topic" if not topic else "signal.kafka.bootstrap.servers",
+                        f"is not set on instance {config.get('name')!r}",
+                        "set signal.kafka.topic and signal.kafka.bootstrap.servers, restart it; or use channel='api'",
+                    )
+                ]
+            )
+        try:
+            from kafka import KafkaProducer
+            from kafka.errors import KafkaError
+        except ImportError:  # pragma: no cover - kafka-python is a core dependency
+            raise MissingDependencyError("kafka-python", "kafka") from None
+        key = str(config.get("topic.prefix") or "")
+        try:
+            producer = KafkaProducer(bootstrap_servers=servers, acks="all", max_block_ms=10_000)
+        except KafkaError as exc:
+            raise CdcError(f"cannot reach Kafka at {servers} for the signal topic {topic}: {exc}") from None
+        try:
+            sent = producer.send(topic, key=key.encode(), value=orjson.dumps({"type": kind, "data": data}))
+            metadata = sent.get(timeout=30)
+        except KafkaError as exc:
+            raise CdcError(f"Kafka at {servers} did not take the signal on {topic}: {exc}") from None
+        finally:
+            producer.close(timeout=5)
+        signal_id = f"{metadata.topic}-{metadata.partition}-{metadata.offset}"
+        self.log.info("signal %s (%s) sent to Kafka topic %s", signal_id, kind, topic)
+        return signal_id
+
+
+# -- DB-API connections of the source maps' drivers --------------------------------------------------
+def _psycopg(source: SourceConfig, database: str | None) -> Any:
+    import psycopg
+
+    p = source.properties
+    return psycopg.connect(
+        host=p.get("database.hostname"),
+        port=p.get("database.port"),
+        user=p.get("database.user"),
+        password=source.password,
+        dbname=database or p.get("database.dbname"),
+        sslmode=p.get("database.sslmode"),
+        connect_timeout=10,
+        autocommit=True,
+    )
+
+
+def _pymysql(source: SourceConfig, database: str | None) -> Any:
+    import pymysql
+
+    p = source.properties
+    return pymysql.connect(
+        host=p.get("database.hostname"),
+        port=int(p.get("database.port") or 3306),
+        user=p.get("database.user"),
+        password=source.password or "",
+        database=database or p.get("database.include.list"),
+        connect_timeout=10,
+        autocommit=True,
+    )
+
+
+DRIVERS: dict[str, Callable[[SourceConfig, str | None], Any]] = {"psycopg": _psycopg, "pymysql": _pymysql}
