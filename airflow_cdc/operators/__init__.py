@@ -1,0 +1,1 @@
+"""Operators of airflow-cdc: start and stop engine instances, snapshots, offsets, bounded capture."""

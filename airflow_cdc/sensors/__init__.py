@@ -1,0 +1,1 @@
+"""Sensors of airflow-cdc (deferrable by default): snapshot completion, offset progress, consumer lag."""

@@ -1,0 +1,94 @@
+"""What the airflow-cdc sensors share: deferrable by default (``[operators] default_deferrable``),
+with poke mode available, and one judge of the trigger's event for both.
+
+``execute()`` only defers (or, not deferrable, pokes); ``execute_complete()`` only judges the
+event. A poke is one look of the same trigger, run to completion on a short-lived event loop,
+so both modes follow exactly the same rules; in poke mode the trigger (and what it learnt, such
+as a notification cursor) lives as long as the task's ``execute()``.
+"""
+
+from __future__ import annotations
+
+import abc
+import asyncio
+from datetime import timedelta
+from typing import Any
+
+from airflow.sdk import BaseSensorOperator, Context, PokeReturnValue, conf
+
+from airflow_cdc.hooks.engine import CdcEngineHook
+from airflow_cdc.links import CdcInstanceLink
+from airflow_cdc.operators.base import CdcOperatorError, CdcUnavailableError
+from airflow_cdc.triggers.base import CdcEngineTrigger, Payload
+
+
+class CdcBaseSensor(BaseSensorOperator):
+    """Base of the airflow-cdc sensors.
+
+    :param cdc_conn_id: the engine instance's connection (type ``cdc_engine``).
+    :param deferrable: wait in the triggerer, freeing the worker slot (default: the
+        ``[operators] default_deferrable`` setting); False pokes every ``poke_interval``.
+    :param poke_interval: seconds between two looks at the instance (deferred or not).
+    :param unavailable_timeout: seconds the instance may not answer (restarting, stopped)
+        before the task fails, naming the fix; it then stays retriable.
+    """
+
+    operator_extra_links = (CdcInstanceLink(),)
+    ui_color = "#e8f1f8"
+
+    def __init__(
+        self,
+        *,
+        cdc_conn_id: str = CdcEngineHook.default_conn_name,
+        deferrable: bool = conf.getboolean("operators", "default_deferrable", fallback=False),
+        poke_interval: timedelta | float = 5.0,
+        unavailable_timeout: float = 60.0,
+        **kwargs: Any,
+    ) -> None:
+        super().__init__(poke_interval=poke_interval, **kwargs)
+        if unavailable_timeout < 0:
+            raise ValueError(f"unavailable_timeout must be seconds >= 0, not {unavailable_timeout!r}")
+        self.cdc_conn_id = cdc_conn_id
+        self.deferrable = deferrable
+        self.unavailable_timeout = unavailable_timeout
+        self._poking: CdcEngineTrigger | None = None
+
+    @abc.abstractmethod
+    def trigger(self) -> CdcEngineTrigger:
+        """The trigger of this wait, from the (rendered) arguments."""
+
+    @abc.abstractmethod
+    def succeeded(self, context: Context, event: Payload) -> Any:
+        """What a successful wait returns (its XCom), and its side effects (asset events)."""
+
+    def execute(self, context: Context) -> Any:
+        if not self.deferrable:
+            return super().execute(context)
+        self.defer(trigger=self.trigger(), method_name="execute_complete", timeout=timedelta(seconds=self.timeout))
+
+    def execute_complete(self, context: Context, event: Payload) -> Any:
+        return self.judge(context, event)
+
+    def poke(self, context: Context) -> bool | PokeReturnValue:
+        if self._poking is None:
+            self._poking = self.trigger()
+        payload = asyncio.run(_look_once(self._poking))
+        if payload is None:
+            return False
+        return PokeReturnValue(is_done=True, xcom_value=self.judge(context, payload))
+
+    def judge(self, context: Context, event: Payload) -> Any:
+        message = str(event.get("message") or event)
+        if event.get("status") == "success":
+            self.log.info("%s", message)
+            return self.succeeded(context, event)
+        if event.get("retriable"):
+            raise CdcUnavailableError(message)
+        raise CdcOperatorError(message)
+
+
+async def _look_once(trigger: CdcEngineTrigger) -> Payload | None:
+    try:
+        return await trigger.poll()
+    finally:
+        await trigger.close()  # its client belongs to this event loop

@@ -1,0 +1,154 @@
+"""A Kafka consumer group's lag on an instance's topics, with kafka-python's admin client.
+
+Blocking: the consumer-lag trigger runs every call here in a thread (``asyncio.to_thread``), so
+the triggerer's event loop never waits on a broker. Nothing here imports Airflow.
+
+The lag of a partition is its end offset minus the group's committed offset; a partition the
+group never committed to counts from its beginning (everything in it is unread).
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping, Sequence
+from dataclasses import dataclass
+from typing import Any
+
+from airflow_cdc.engine.errors import ConfigError, ConfigProblem
+
+#: Client settings of the Kafka provider's connection extras (librdkafka names) that kafka-python
+#: spells differently; the others become kafka-python names by replacing dots with underscores.
+_RENAMED = {
+    "sasl.mechanisms": "sasl_mechanism",
+    "sasl.username": "sasl_plain_username",
+    "sasl.password": "sasl_plain_password",
+    "ssl.ca.location": "ssl_cafile",
+    "ssl.certificate.location": "ssl_certfile",
+    "ssl.key.location": "ssl_keyfile",
+    "ssl.key.password": "ssl_password",
+}
+#: Settings that only make sense for a producer or a consumer of data, not for an admin client.
+_IGNORED = frozenset({"group.id", "acks", "linger.ms", "compression.type", "enable.auto.commit", "auto.offset.reset"})
+
+
+def client_settings(settings: Mapping[str, Any], prefix: str = "") -> dict[str, Any]:
+    """kafka-python admin-client keyword arguments from Java/librdkafka-style settings (those
+    under ``prefix`` when one is given: ``sink.kafka.producer.`` of an instance's config)."""
+    from kafka import KafkaAdminClient
+
+    known = KafkaAdminClient.DEFAULT_CONFIG
+    out: dict[str, Any] = {}
+    for key, value in settings.items():
+        if not key.startswith(prefix):
+            continue
+        name = key[len(prefix) :]
+        if name in _IGNORED:
+            continue
+        arg = _RENAMED.get(name, name.replace(".", "_"))
+        if arg in known:
+            out[arg] = _coerce(value, known[arg])
+    if not out.get("bootstrap_servers"):
+        raise ConfigError(
+            [
+                ConfigProblem(
+                    f"{prefix}bootstrap.servers",
+                    "is not set",
+                    "give the brokers (kafka_conn_id's extra bootstrap.servers, or the instance's "
+                    "sink.kafka.producer.bootstrap.servers)",
+                )
+            ]
+        )
+    return out
+
+
+def _coerce(value: Any, default: Any) -> Any:
+    if not isinstance(value, str):
+        return value
+    if isinstance(default, bool):
+        return value.strip().lower() in ("true", "1", "yes")
+    if isinstance(default, int) and value.strip().lstrip("-").isdigit():
+        return int(value)
+    return value
+
+
+@dataclass(frozen=True)
+class GroupLag:
+    """A group's lag: in total and per ``topic:partition``."""
+
+    group_id: str
+    total: int
+    partitions: Mapping[str, int]
+
+    @property
+    def topics(self) -> list[str]:
+        return sorted({key.rpartition(":")[0] for key in self.partitions})
+
+    def to_json(self) -> dict[str, Any]:
+        return {"group_id": self.group_id, "total": self.total, "partitions": dict(self.partitions)}
+
+
+class ConsumerLag:
+    """Measures one group's lag on ``topics``, or on every topic whose name starts with
+    ``topic_prefix.`` (the instance's topics). One admin client, opened at the first
+    :meth:`measure`; :meth:`close` it."""
+
+    def __init__(
+        self,
+        settings: Mapping[str, Any],
+        group_id: str,
+        *,
+        topics: Sequence[str] = (),
+        topic_prefix: str = "",
+    ) -> None:
+        if not topics and not topic_prefix:
+            raise ValueError("give the topics, or the topic prefix of the instance's topics")
+        self.settings = dict(settings)
+        self.group_id = group_id
+        self.topics = tuple(topics)
+        self.topic_prefix = topic_prefix
+        self._admin: Any = None
+
+    def measure(self) -> GroupLag | None:
+        """The group's lag now; None while none of the topics exists yet."""
+        from kafka import TopicPartition
+        from kafka.admin import OffsetSpec
+
+        admin = self._client()
+        topics = self._topics(admin)
+        if not topics:  # describe_topics([]) would describe every topic
+            return None
+        partitions = [
+            TopicPartition(topic["name"], partition["partition_index"])
+            for topic in admin.describe_topics(topics)
+            if not topic.get("error_code")
+            for partition in topic["partitions"]
+        ]
+        if not partitions:
+            return None
+        ends = admin.list_partition_offsets(dict.fromkeys(partitions, OffsetSpec.LATEST))
+        starts = admin.list_partition_offsets(dict.fromkeys(partitions, OffsetSpec.EARLIEST))
+        committed = admin.list_group_offsets({self.group_id: partitions}).get(self.group_id, {})
+        lags: dict[str, int] = {}
+        for tp in partitions:
+            done = committed.get(tp)
+            read_up_to = done.offset if done is not None and done.offset >= 0 else starts[tp].offset
+            lags[f"{tp.topic}:{tp.partition}"] = max(0, ends[tp].offset - read_up_to)
+        return GroupLag(self.group_id, sum(lags.values()), dict(sorted(lags.items())))
+
+    def _topics(self, admin: Any) -> list[str]:
+        existing = set(admin.list_topics())
+        if self.topics:
+            return sorted(existing & set(self.topics))
+        head = f"{self.topic_prefix}."
+        return sorted(t for t in existing if t.startswith(head))
+
+    def _client(self) -> Any:
+        if self._admin is None:
+            from kafka import KafkaAdminClient
+
+            self._admin = KafkaAdminClient(**{"client_id": "airflow-cdc-lag", **self.settings})
+        return self._admin
+
+    def close(self) -> None:
+        if self._admin is not None:
+            admin, self._admin = self._admin, None
+            admin.close()

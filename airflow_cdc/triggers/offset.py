@@ -1,0 +1,152 @@
+"""Triggers of the offset sensors: an instance's committed offsets reaching a position
+(:class:`CdcOffsetTrigger`), and a Kafka consumer group's lag on its topics
+(:class:`CdcConsumerLagTrigger`)."""
+
+from __future__ import annotations
+
+import asyncio
+from collections.abc import Sequence
+from typing import Any
+
+from airflow.sdk import BaseHook
+
+from airflow_cdc.engine.server.client import AsyncEngineClient
+from airflow_cdc.engine.server.models import InstancePosition
+from airflow_cdc.triggers.base import CdcEngineTrigger, NoAnswer, Payload, failed
+from airflow_cdc.triggers.kafka_lag import ConsumerLag, client_settings
+from airflow_cdc.triggers.progress import CURRENT, OffsetGoal, positions_summary
+
+KAFKA_FIX = "check the brokers and the client settings (kafka_conn_id, or the instance's sink.kafka.producer.*)"
+#: Where an instance's Kafka sink keeps its client settings.
+SINK_PREFIX = "sink.kafka.producer."
+
+
+class CdcOffsetTrigger(CdcEngineTrigger):
+    """Waits until an instance's committed offsets reach ``target``; yields one event,
+    ``success`` with each task's ``positions``, or ``failed`` / ``error``.
+
+    :param cdc_conn_id: the instance's connection (type ``cdc_engine``).
+    :param target: None (caught up with the source at a check), ``"current"`` (the position
+        the source stood at when the trigger first saw one for every task; fixed again if the
+        triggerer restarts the trigger), or a position as the source writes it (an LSN
+        ``0/16B3748``), which the engine parses.
+    """
+
+    def __init__(
+        self,
+        cdc_conn_id: str,
+        target: str | None = None,
+        poll_interval: float = 5.0,
+        unavailable_timeout: float = 60.0,
+    ) -> None:
+        super().__init__(cdc_conn_id, poll_interval, unavailable_timeout)
+        self.target = target
+        self.goal = OffsetGoal(target)
+
+    def kwargs(self) -> dict[str, Any]:
+        return {**super().kwargs(), "target": self.target}
+
+    async def check(self, client: AsyncEngineClient) -> Payload | None:
+        if not self.goal.fixed:
+            now = await client.position()
+            if not self.goal.fix_current(now):
+                self.log.info("waiting for every task to know its source's position: %s", now.phase)
+                return None
+            self.log.info("target: %s", self.goal.describe())
+        answers: list[InstancePosition] = [await client.position(target) for target in self.goal.targets()]
+        verdict = self.goal.judge(answers)
+        if verdict is None:
+            self.log.info("%s", self.goal.waiting_line(answers))
+            return None
+        if not verdict.succeeded:
+            return failed(verdict.message)
+        return {
+            "status": "success",
+            "message": verdict.message,
+            "target": self.target,
+            "positions": positions_summary(self.goal, answers),
+        }
+
+
+class CdcConsumerLagTrigger(CdcEngineTrigger):
+    """Waits until a Kafka consumer group's lag on an instance's topics is at most ``max_lag``
+    records; yields one event, ``success`` with the ``lag``, or ``error``.
+
+    kafka-python is blocking: each measurement runs in a thread, the event loop never waits.
+
+    :param cdc_conn_id: the instance's connection: its ``topic.prefix`` names the topics, its
+        Kafka sink's settings reach the brokers (unless ``kafka_conn_id`` is given).
+    :param group_id: the consumer group.
+    :param max_lag: records the group may still have to read.
+    :param topics: the topics (default: every topic of the instance, ``<topic.prefix>.*``).
+    :param kafka_conn_id: an Airflow connection of type ``kafka`` (its extra holds the client
+        settings: ``bootstrap.servers``, ``security.protocol``, ``sasl.*``); resolved in ``run()``.
+    """
+
+    def __init__(
+        self,
+        cdc_conn_id: str,
+        group_id: str,
+        max_lag: int = 0,
+        topics: Sequence[str] | None = None,
+        kafka_conn_id: str | None = None,
+        poll_interval: float = 5.0,
+        unavailable_timeout: float = 60.0,
+    ) -> None:
+        super().__init__(cdc_conn_id, poll_interval, unavailable_timeout)
+        self.group_id = group_id
+        self.max_lag = max_lag
+        self.topics = list(topics or [])
+        self.kafka_conn_id = kafka_conn_id
+        self._lag: ConsumerLag | None = None
+
+    def kwargs(self) -> dict[str, Any]:
+        return {
+            **super().kwargs(),
+            "group_id": self.group_id,
+            "max_lag": self.max_lag,
+            "topics": list(self.topics),
+            "kafka_conn_id": self.kafka_conn_id,
+        }
+
+    async def check(self, client: AsyncEngineClient) -> Payload | None:
+        from kafka.errors import KafkaError  # kafka-python loads only where a lag is measured
+
+        if self._lag is None:
+            self._lag = await self._consumer_lag(client)
+        try:
+            lag = await asyncio.to_thread(self._lag.measure)
+        except KafkaError as exc:  # brokers away, a group coordinator moving: bounded by unavailable_timeout
+            raise NoAnswer(exc, KAFKA_FIX) from exc
+        if lag is None:
+            self.log.warning("no topic of %s exists yet", self.topics or f"{self._lag.topic_prefix}.*")
+            return None
+        if lag.total > self.max_lag:
+            self.log.info("group %s: lag %d > %d on %s", self.group_id, lag.total, self.max_lag, lag.topics)
+            return None
+        return {
+            "status": "success",
+            "message": f"group {self.group_id}: lag {lag.total} <= {self.max_lag} "
+            f"on {len(lag.partitions)} partition(s)",
+            "lag": lag.to_json(),
+        }
+
+    async def _consumer_lag(self, client: AsyncEngineClient) -> ConsumerLag:
+        config = (await client.connector((await client.status()).name)).get("config") or {}
+        if self.kafka_conn_id:
+            conn = await BaseHook.aget_connection(self.kafka_conn_id)
+            settings = client_settings(conn.extra_dejson)
+        else:
+            settings = client_settings(config, SINK_PREFIX)
+        return ConsumerLag(
+            settings, self.group_id, topics=self.topics, topic_prefix=str(config.get("topic.prefix") or "")
+        )
+
+    async def close(self) -> None:
+        await super().close()
+        if self._lag is not None:
+            lag, self._lag = self._lag, None
+            await asyncio.to_thread(lag.close)
+
+
+__all__ = ["CURRENT", "CdcConsumerLagTrigger", "CdcOffsetTrigger"]
