@@ -10,6 +10,8 @@ gets the worker's log tail in its report.
 
 from __future__ import annotations
 
+import os
+import sys
 import uuid
 from collections.abc import Generator, Iterator
 from contextlib import contextmanager
@@ -19,6 +21,7 @@ import pytest
 
 from airflow_cdc.kafka_connect import ConnectClient, ConnectRestError
 from airflow_cdc.local.connect import KafkaConnectWorker
+from airflow_cdc.local.jvm import SETUP_HINT, JvmPartsMissing, jars_dir
 from airflow_cdc.local.kafka import KafkaBroker
 from airflow_cdc.local.mariadb import MariaDBServer
 from airflow_cdc.local.postgres import PostgresServer
@@ -158,9 +161,17 @@ def topic_prefix(kafka_topic_prefix: str) -> str:
 
 @pytest.fixture(scope="session")
 def spark() -> Iterator[object]:
-    """A local SparkSession (2 cores, no UI), shared by the session."""
+    """A local SparkSession (2 cores, no UI), shared by the session, with the connector jars
+    ``scripts/setup`` resolved (Spark's Kafka source, Delta Lake) as the apply job has them."""
     from pyspark.sql import SparkSession
 
+    from airflow_cdc.spark.apply import connector_jars
+
+    # Python workers run this interpreter (the venv's), not whatever python3 is on PATH.
+    os.environ.setdefault("PYSPARK_PYTHON", sys.executable)
+    jars = connector_jars()
+    if not jars:
+        raise JvmPartsMissing(f"no Spark connector jars in {jars_dir() / 'spark'}: {SETUP_HINT}")
     session = (
         SparkSession.builder.master("local[2]")
         .appName("airflow-cdc-tests")
@@ -168,6 +179,9 @@ def spark() -> Iterator[object]:
         .config("spark.sql.shuffle.partitions", "2")
         .config("spark.driver.host", "127.0.0.1")
         .config("spark.driver.bindAddress", "127.0.0.1")
+        .config("spark.jars", ",".join(jars))
+        .config("spark.sql.extensions", "io.delta.sql.DeltaSparkSessionExtension")
+        .config("spark.sql.catalog.spark_catalog", "org.apache.spark.sql.delta.catalog.DeltaCatalog")
         .getOrCreate()
     )
     session.sparkContext.setLogLevel("ERROR")
