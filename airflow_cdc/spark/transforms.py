@@ -1,0 +1,180 @@
+"""Pure DataFrame → DataFrame steps from raw Debezium records to the latest change per key.
+
+``flatten`` parses the envelope (ours and Debezium's are the same, the compatibility oracle
+checks it), ``latest_changes`` keeps the last change per key of a micro-batch. Nothing here
+reads or writes anything; the job (``apply.py``) wires a source, these steps and a target.
+
+Source order. Per key, Kafka's partition order is the order the capturing side emitted, and the
+source position orders the same changes across re-sends: Debezium's ``source.sequence``
+(``[last commit LSN, change LSN]``, commit order first) for PostgreSQL, binlog file index,
+position and row for MySQL. Initial-snapshot rows (``r`` with ``source.snapshot`` other than
+``incremental``) get the lowest position: a transaction in flight when the slot's snapshot was
+exported can stream changes with LSNs below the snapshot's own, and those must still win. An
+incremental snapshot's rows carry the stream position at their window's close
+(DBLog: nothing else changed the key inside the window), so they order with the stream.
+"""
+
+from __future__ import annotations
+
+from pyspark.sql import Column, DataFrame
+from pyspark.sql import functions as F
+
+from airflow_cdc.spark.frames import UNAVAILABLE_PLACEHOLDER
+
+_ENVELOPE = (
+    "before map<string,string>, after map<string,string>, op string, "
+    "source struct<db: string, schema: string, table: string, snapshot: string, lsn: long, sequence: string, "
+    "file: string, pos: long, row: long>"
+)
+#: ``source.snapshot`` values of an initial (or blocking) snapshot's rows.
+_INITIAL_SNAPSHOT = ("true", "first", "first_in_data_collection", "last_in_data_collection", "last")
+_ZERO = "0" * 32
+_APPLIED_OPS = ("c", "u", "d", "r", "t")
+
+
+def _unwrap(text: Column) -> Column:
+    """The payload of a schemas-enabled JSON converter record, or the record itself."""
+    return F.when(text.startswith('{"schema"'), F.get_json_object(text, "$.payload")).otherwise(text)
+
+
+def _hex(value: Column, width: int) -> Column:
+    return F.lpad(F.lower(F.hex(F.coalesce(value, F.lit(0)).cast("long"))), width, "0")
+
+
+def source_position(source: Column, op: Column) -> Column:
+    """A fixed-width string whose order is source order (module docstring)."""
+    sequence = F.from_json(source["sequence"], "array<string>")
+    postgres = F.concat(
+        _hex(sequence[0].cast("long"), 16),
+        _hex(F.coalesce(sequence[1].cast("long"), source["lsn"]), 16),
+    )
+    binlog_index = F.regexp_extract(source["file"], r"\.(\d+)$", 1).cast("long")
+    mysql = F.concat(_hex(binlog_index, 8), _hex(source["pos"], 16), _hex(source["row"], 8))
+    initial = (op == "r") & source["snapshot"].isin(*_INITIAL_SNAPSHOT)
+    return (
+        F.when(initial, F.lit(_ZERO))
+        .when(source["file"].isNotNull(), mysql)
+        .when(source["sequence"].isNotNull() | source["lsn"].isNotNull(), postgres)
+        .otherwise(F.lit(_ZERO))
+    )
+
+
+def flatten(raw: DataFrame) -> DataFrame:
+    """Raw records → one row per change: table, op, key, after, position, partition, offset.
+
+    Tombstones, heartbeats and ``op=m`` messages carry no row change and are dropped.
+    """
+    parsed = raw.where(F.col("value").isNotNull()).select(
+        "partition",
+        "offset",
+        _unwrap(F.col("key")).alias("key"),
+        F.from_json(_unwrap(F.col("value")), _ENVELOPE).alias("e"),
+    )
+    source = F.col("e.source")
+    return parsed.where(F.col("e.op").isin(*_APPLIED_OPS)).select(
+        F.concat_ws(".", F.coalesce(source["schema"], source["db"]), source["table"]).alias("table"),
+        F.col("e.op").alias("op"),
+        F.when(F.col("e.op") != "t", F.col("key")).alias("key"),
+        F.col("e.after").alias("after"),
+        source_position(source, F.col("e.op")).alias("position"),
+        "partition",
+        "offset",
+    )
+
+
+def _merge_unchanged(changes: Column) -> Column:
+    """Fold a key's ordered changes: each column keeps its latest value that is not the
+    unavailable placeholder (an unchanged TOASTed value); a delete forgets everything before it."""
+    empty = F.create_map().cast("map<string,string>")
+
+    def step(acc: Column, change: Column) -> Column:
+        merged = F.transform_values(
+            change["after"],
+            lambda k, v: F.when(v == UNAVAILABLE_PLACEHOLDER, F.coalesce(acc[k], v)).otherwise(v),
+        )
+        return F.when(change["op"] == "d", empty).otherwise(merged)
+
+    return F.aggregate(changes, empty, step)
+
+
+def _by_order(left: Column, right: Column) -> Column:
+    # A struct holding a map cannot be compared as a whole: compare the order fields only.
+    return F.when(left["_order"] < right["_order"], -1).when(left["_order"] > right["_order"], 1).otherwise(0)
+
+
+def latest_changes(changes: DataFrame) -> DataFrame:
+    """The last change per (table, key) in source order, with TRUNCATE applied inside the batch.
+
+    Output: the latest frame (``frames.py``). Changes of a table that precede its last TRUNCATE
+    in the batch are dropped; the TRUNCATE row stays so the target empties the table first.
+    """
+    ordered = changes.withColumn("_order", F.struct("position", "partition", "offset"))
+    # A small per-table frame joined back (broadcast): a window over the table would put all of
+    # a big table's changes into one task.
+    cuts = ordered.where(F.col("op") == "t").groupBy("table").agg(F.max("_order").alias("_cut"))
+    kept = (
+        ordered.join(F.broadcast(cuts), "table", "left")
+        .where(F.col("_cut").isNull() | (F.col("_order") >= F.col("_cut")))
+        .drop("_cut")
+    )
+    truncates = (
+        kept.where(F.col("op") == "t")
+        .groupBy("table")
+        .agg(F.max("position").alias("position"))
+        .select(
+            "table",
+            F.lit("t").alias("op"),
+            F.lit(None).cast("string").alias("key"),
+            F.lit(None).cast("map<string,string>").alias("after"),
+            F.array().cast("array<string>").alias("unavailable"),
+            "position",
+        )
+    )
+    grouped = (
+        kept.where(F.col("op") != "t")
+        .groupBy("table", "key")
+        .agg(F.array_sort(F.collect_list(F.struct("_order", "op", "after", "position")), _by_order).alias("changes"))
+    )
+    last = F.element_at("changes", -1)
+    merged = grouped.select(
+        "table",
+        last["op"].alias("op"),
+        "key",
+        F.when(last["op"] != "d", _merge_unchanged(F.col("changes"))).alias("after"),
+        last["position"].alias("position"),
+    )
+    rows = merged.select(
+        "table",
+        "op",
+        "key",
+        F.map_filter("after", lambda _, v: v.isNull() | (v != UNAVAILABLE_PLACEHOLDER)).alias("after"),
+        F.coalesce(
+            F.map_keys(F.map_filter("after", lambda _, v: v == UNAVAILABLE_PLACEHOLDER)),
+            F.array().cast("array<string>"),
+        ).alias("unavailable"),
+        "position",
+    )
+    return truncates.unionByName(rows)
+
+
+def lane_of(tables: Column, groups: dict[str, str]) -> Column:
+    """The lane a table applies in: its configured group's name, else the table itself.
+
+    Tables in one lane apply one after another, in source order; lanes run in parallel (seed
+    002: related tables — a parent and its children — share a lane so their order holds).
+    """
+    lane = tables
+    for table, group in groups.items():
+        lane = F.when(tables == table, F.lit(group)).otherwise(lane)
+    return lane
+
+
+def for_lanes(latest: DataFrame, lanes: int, groups: dict[str, str] | None = None) -> DataFrame:
+    """Spread the latest frame over ``lanes`` Spark partitions by lane, each lane in source
+    order across its tables (a TRUNCATE precedes the table's remaining changes: they are newer)."""
+    with_lane = latest.withColumn("_lane", lane_of(F.col("table"), groups or {}))
+    return (
+        with_lane.repartition(lanes, "_lane")
+        .sortWithinPartitions("_lane", "position", (F.col("op") != "t"))
+        .drop("_lane")
+    )
