@@ -1,0 +1,229 @@
+"""Run the Spark apply job from a DAG: captured changes → target table, exactly once.
+
+Thin: the job is ``airflow_cdc.spark.apply`` and the launching is ``airflow_cdc.spark.submit``;
+this operator turns Airflow connections and templated arguments into their inputs, streams the
+driver's log into the task log, and returns what the job did as XCom. It does not use the Spark
+provider package (that one installs its own pyspark over ours).
+"""
+
+from __future__ import annotations
+
+import os
+from collections.abc import Mapping, Sequence
+from pathlib import Path
+from typing import Any
+
+from airflow.sdk import BaseHook, BaseOperator, Context
+from airflow.sdk.exceptions import AirflowException
+
+from airflow_cdc.spark.targets import LAKE_SCHEMES, SQL_SCHEMES, scheme_of
+
+_URL_SCHEMES = {"postgres": "postgresql", "postgresql": "postgresql", "mysql": "mysql"}
+
+
+def connection_url(conn_id: str) -> str:
+    """A ``postgres`` or ``mysql`` Airflow connection as the job's target URL."""
+    conn = BaseHook.get_connection(conn_id)
+    scheme = _URL_SCHEMES.get(conn.conn_type or "")
+    if scheme is None:
+        raise AirflowException(
+            f"connection {conn_id!r} is of type {conn.conn_type!r}: the apply job writes to a postgres or mysql "
+            "connection (or give target_url='delta:PATH' / 'parquet:PATH')"
+        )
+    return conn.get_uri().replace(f"{conn.conn_type}://", f"{scheme}://", 1).split("?")[0]
+
+
+class CdcSparkApplyOperator(BaseOperator):
+    """Apply captured changes to a target with the Spark job, then exit.
+
+    With ``trigger="available-now"`` (the default) the job catches up with everything captured
+    so far and exits: one run per DAG run. ``"continuous"`` runs for ``max_duration`` seconds.
+    Rerunning is safe: Spark's checkpoint and the target's position guard make a replayed batch a
+    no-op, so a killed run, retried, neither loses nor applies twice.
+
+    :param cdc_conn_id: the capturing engine instance (``cdc_engine``): what it writes to
+        (changelog directory or Kafka brokers), its topics and value settings are read from its
+        running configuration, so the DAG names only the tables; explicit arguments win.
+    :param tables: the captured tables to apply (``schema.table``), with ``cdc_conn_id``.
+    :param source: ``kafka`` (Spark's Kafka source, jars from ``scripts/setup``; the default),
+        ``kafka-python`` (no jar needed) or ``changelog`` (the engine's changelog directory).
+    :param topics: the CDC topics (Kafka), or the topic directories of the changelog.
+    :param topic_pattern: a regex of topics instead of ``topics`` (Kafka only).
+    :param bootstrap_servers: the Kafka brokers.
+    :param changelog_dir: the engine's ``sink.changelog.dir``.
+    :param target_conn_id: a ``postgres`` or ``mysql`` connection to write to.
+    :param target_url: instead of a connection: ``delta:PATH`` or ``parquet:PATH``.
+    :param table_map: source table → target table (default: the same ``schema.table``).
+    :param lane_groups: lists of related tables applied in one lane, in source order.
+    :param lanes: how many tables (or groups) apply in parallel.
+    :param settings: the capturing connector's value modes (``decimal.handling.mode``, ...).
+    :param checkpoint: Spark's checkpoint directory (default: under ``$AIRFLOW_HOME/cdc``).
+    :param trigger: ``available-now`` or ``continuous``.
+    :param max_duration: seconds a continuous run lasts.
+    :param max_records_per_batch: admission control per micro-batch.
+    :param master: Spark master (``local[*]``, ``spark://…``, ``yarn``, ``k8s://…``).
+    :param deploy_mode: ``client`` or ``cluster``.
+    :param conf: extra ``--conf`` settings.
+    :param jars: extra jars; the connector jars ``scripts/setup`` resolved are added for the
+        ``kafka`` source and Delta targets.
+    :param packages: Maven coordinates for ``--packages``.
+    :param py_files: ``--py-files`` (on a cluster: a zip of ``airflow_cdc``).
+    :param python: the interpreter the job runs in (default: the worker's).
+    """
+
+    template_fields: Sequence[str] = (
+        "tables",
+        "topics",
+        "topic_pattern",
+        "bootstrap_servers",
+        "changelog_dir",
+        "target_url",
+        "table_map",
+        "settings",
+        "checkpoint",
+        "conf",
+        "master",
+    )
+    template_fields_renderers = {"table_map": "json", "settings": "json", "conf": "json"}
+    ui_color = "#fdf2e9"
+
+    def __init__(
+        self,
+        *,
+        cdc_conn_id: str | None = None,
+        tables: Sequence[str] = (),
+        source: str | None = None,
+        topics: Sequence[str] | str = (),
+        topic_pattern: str | None = None,
+        bootstrap_servers: str | None = None,
+        changelog_dir: str | None = None,
+        target_conn_id: str | None = None,
+        target_url: str | None = None,
+        table_map: Mapping[str, str] | None = None,
+        lane_groups: Sequence[Sequence[str]] = (),
+        lanes: int = 2,
+        settings: Mapping[str, str] | None = None,
+        checkpoint: str | None = None,
+        trigger: str = "available-now",
+        max_duration: float | None = None,
+        max_records_per_batch: int | None = None,
+        master: str = "local[*]",
+        deploy_mode: str | None = None,
+        conf: Mapping[str, str] | None = None,
+        jars: Sequence[str] = (),
+        packages: Sequence[str] = (),
+        py_files: Sequence[str] = (),
+        python: str | None = None,
+        **kwargs: Any,
+    ) -> None:
+        super().__init__(**kwargs)
+        if bool(target_conn_id) == bool(target_url):
+            raise ValueError("give exactly one of target_conn_id (postgres/mysql) or target_url (delta:/parquet:)")
+        self.cdc_conn_id = cdc_conn_id
+        self.tables = list(tables)
+        self.source = source
+        self.topics = topics
+        self.topic_pattern = topic_pattern
+        self.bootstrap_servers = bootstrap_servers
+        self.changelog_dir = changelog_dir
+        self.target_conn_id = target_conn_id
+        self.target_url = target_url
+        self.table_map = dict(table_map or {})
+        self.lane_groups = [list(g) for g in lane_groups]
+        self.lanes = lanes
+        self.settings = dict(settings or {})
+        self.checkpoint = checkpoint
+        self.trigger = trigger
+        self.max_duration = max_duration
+        self.max_records_per_batch = max_records_per_batch
+        self.master = master
+        self.deploy_mode = deploy_mode
+        self.conf = dict(conf or {})
+        self.jars = list(jars)
+        self.packages = list(packages)
+        self.py_files = list(py_files)
+        self.python = python
+        self._follower: Any = None
+
+    def use_instance(self) -> None:
+        """Fill what the DAG left out from the capturing instance's running configuration."""
+        from airflow_cdc.hooks.engine import CdcEngineHook
+        from airflow_cdc.spark.apply import inputs_from_engine_config
+
+        config = CdcEngineHook(str(self.cdc_conn_id)).running_config()
+        try:
+            derived = inputs_from_engine_config(config, self.tables)
+        except ValueError as exc:
+            raise AirflowException(f"{exc} (instance of connection {self.cdc_conn_id!r})") from exc
+        self.source = self.source or derived["source"]
+        self.topics = self.topics or derived["topics"]
+        self.bootstrap_servers = self.bootstrap_servers or derived.get("bootstrap_servers")
+        self.changelog_dir = self.changelog_dir or derived.get("changelog_dir")
+        self.settings = {**derived["settings"], **self.settings}
+
+    def job_args(self, checkpoint: str) -> list[str]:
+        topics = self.topics.split(",") if isinstance(self.topics, str) else list(self.topics)
+        args = ["--source", self.source or "kafka", "--checkpoint", checkpoint, "--lanes", str(self.lanes)]
+        args += ["--trigger", self.trigger, "--app-name", f"cdc-apply-{self.dag_id}-{self.task_id}"]
+        optional = {
+            "--topics": ",".join(t.strip() for t in topics if t.strip()),
+            "--topic-pattern": self.topic_pattern,
+            "--bootstrap-servers": self.bootstrap_servers,
+            "--changelog-dir": self.changelog_dir,
+            "--max-duration": self.max_duration,
+            "--max-records-per-batch": self.max_records_per_batch,
+        }
+        args += [part for flag, value in optional.items() if value for part in (flag, str(value))]
+        args += [part for s, t in self.table_map.items() for part in ("--table-map", f"{s}={t}")]
+        args += [part for g in self.lane_groups for part in ("--lane-group", ",".join(g))]
+        args += [part for k, v in self.settings.items() for part in ("--setting", f"{k}={v}")]
+        return args
+
+    def default_checkpoint(self) -> str:
+        home = os.environ.get("AIRFLOW_HOME", str(Path.home() / "airflow"))
+        return str(Path(home) / "cdc" / "checkpoints" / f"{self.dag_id}.{self.task_id}")
+
+    def connector_jars(self, target: str) -> list[str]:
+        from airflow_cdc.spark.apply import connector_jars
+
+        needs = (self.source or "kafka") == "kafka" or scheme_of(target) == "delta"
+        return [*(connector_jars() if needs else []), *self.jars]
+
+    def execute(self, context: Context) -> dict[str, Any]:
+        from airflow_cdc.spark.submit import Follower, SparkJobError, SparkSubmit
+
+        if self.cdc_conn_id:
+            self.use_instance()
+        target = connection_url(self.target_conn_id) if self.target_conn_id else str(self.target_url)
+        if scheme_of(target) not in (*SQL_SCHEMES, *LAKE_SCHEMES):
+            raise AirflowException(f"target_url {self.target_url!r}: use delta:PATH or parquet:PATH")
+        checkpoint = self.checkpoint or self.default_checkpoint()
+        submit = SparkSubmit(
+            job_args=self.job_args(checkpoint),
+            master=self.master,
+            deploy_mode=self.deploy_mode,
+            conf=self.conf,
+            jars=self.connector_jars(target),
+            packages=self.packages,
+            py_files=self.py_files,
+            target_url=target,
+            **({"python": self.python} if self.python else {}),
+        )
+        self.log.info("spark-submit: master %s, checkpoint %s", self.master, checkpoint)
+        self._follower = Follower(submit, lambda line: self.log.info("%s", line))
+        try:
+            result = self._follower.run()
+        except SparkJobError as exc:
+            raise AirflowException(str(exc)) from exc
+        self.log.info(
+            "applied %s records in %s batches: %s upserted, %s deleted",
+            result.get("records"),
+            result.get("batches"),
+            result.get("upserted", 0),
+            result.get("deleted", 0),
+        )
+        return result
+
+    def on_kill(self) -> None:
+        if self._follower is not None:
+            self._follower.kill()

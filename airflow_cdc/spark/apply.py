@@ -1,0 +1,273 @@
+"""The apply job: read captured changes, keep the last per key, apply them to a target.
+
+Run it with spark-submit (what ``SparkApplyOperator`` does) or as ``python -m
+airflow_cdc.spark.apply``; both parse the arguments, build the session, and run::
+
+    source (raw frame) → flatten → latest change per key → lanes → target, per micro-batch
+
+Exactly once: Spark's checkpoint commits a batch's offsets only after ``foreachBatch`` returned,
+that is after every lane finished; a batch replayed after a crash finds the target rows already
+at its positions, and the target's position guard turns it into a no-op (``frames.py``).
+
+The last line on stdout is ``CDC_APPLY_RESULT {json}``: batches, records read, rows upserted and
+deleted, and the end offsets; the operator turns it into XCom.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import os
+import sys
+import time
+from collections.abc import Callable, Iterable, Sequence
+from dataclasses import dataclass, field
+from typing import Any
+
+from airflow_cdc.spark.reading import SOURCES, SourceOptions
+
+RESULT_MARKER = "CDC_APPLY_RESULT "
+#: The target's address comes from here when not on the command line, so a password never
+#: shows in ``ps`` (the operator sets it from an Airflow connection).
+TARGET_URL_ENV = "CDC_APPLY_TARGET_URL"
+
+
+@dataclass
+class ApplyJob:
+    """Everything one run needs; ``parse_args`` builds it from the command line."""
+
+    source: SourceOptions
+    target_url: str
+    checkpoint: str
+    table_map: dict[str, str] = field(default_factory=dict)
+    lane_groups: dict[str, str] = field(default_factory=dict)
+    lanes: int = 2
+    #: Debezium's value settings of the capturing connector (decimal.handling.mode, ...).
+    settings: dict[str, str] = field(default_factory=dict)
+    trigger: str = "available-now"
+    max_duration: float | None = None
+    processing_time: str = "1 second"
+    app_name: str = "airflow-cdc-apply"
+
+
+@dataclass
+class Totals:
+    """What the run did, summed over its micro-batches."""
+
+    batches: int = 0
+    records: int = 0
+    counts: dict[str, int] = field(default_factory=dict)
+
+    def add(self, counts: dict[str, int]) -> None:
+        for name, value in counts.items():
+            self.counts[name] = self.counts.get(name, 0) + int(value)
+
+
+def _pairs(values: Iterable[str], what: str) -> dict[str, str]:
+    out = {}
+    for value in values:
+        name, sep, rest = value.partition("=")
+        if not sep or not name or not rest:
+            raise SystemExit(f"{what} takes NAME=VALUE, got {value!r}")
+        out[name.strip()] = rest.strip()
+    return out
+
+
+def _groups(values: Iterable[str]) -> dict[str, str]:
+    """``--lane-group a.orders,a.order_lines`` → both tables in the lane named after the first."""
+    out = {}
+    for value in values:
+        tables = [t.strip() for t in value.split(",") if t.strip()]
+        out.update({table: tables[0] for table in tables})
+    return out
+
+
+def parser() -> argparse.ArgumentParser:
+    p = argparse.ArgumentParser(prog="airflow_cdc.spark.apply", description=__doc__.split("\n\n")[0])
+    p.add_argument("--source", choices=SOURCES, default="kafka")
+    p.add_argument("--bootstrap-servers")
+    p.add_argument("--topics", default="", help="comma-separated topics (Kafka) or topic directories (changelog)")
+    p.add_argument("--topic-pattern")
+    p.add_argument("--changelog-dir")
+    p.add_argument("--starting-offsets", default="earliest")
+    p.add_argument("--max-records-per-batch", type=int)
+    p.add_argument("--kafka-option", action="append", default=[], metavar="KEY=VALUE")
+    p.add_argument("--target-url", help=f"postgresql://, mysql://, delta:PATH or parquet:PATH (else ${TARGET_URL_ENV})")
+    p.add_argument("--checkpoint", required=True, help="Spark's checkpoint directory for this job")
+    p.add_argument("--table-map", action="append", default=[], metavar="SOURCE_TABLE=TARGET_TABLE")
+    p.add_argument("--lane-group", action="append", default=[], metavar="T1,T2,...")
+    p.add_argument("--lanes", type=int, default=2, help="tables (or groups) applied in parallel")
+    p.add_argument("--setting", action="append", default=[], metavar="KEY=VALUE", help="the connector's value modes")
+    p.add_argument("--trigger", choices=("available-now", "continuous"), default="available-now")
+    p.add_argument("--max-duration", type=float, help="seconds a continuous run lasts")
+    p.add_argument("--processing-time", default="1 second")
+    p.add_argument("--app-name", default="airflow-cdc-apply")
+    return p
+
+
+def parse_args(argv: Sequence[str]) -> ApplyJob:
+    args = parser().parse_args(argv)
+    target = args.target_url or os.environ.get(TARGET_URL_ENV)
+    if not target:
+        raise SystemExit(f"no target: give --target-url or set {TARGET_URL_ENV}")
+    source = SourceOptions(
+        kind=args.source,
+        bootstrap_servers=args.bootstrap_servers,
+        topics=tuple(t.strip() for t in args.topics.split(",") if t.strip()),
+        topic_pattern=args.topic_pattern,
+        changelog_dir=args.changelog_dir,
+        starting_offsets=args.starting_offsets,
+        max_records_per_batch=args.max_records_per_batch,
+        kafka=_pairs(args.kafka_option, "--kafka-option"),
+    )
+    return ApplyJob(
+        source=source,
+        target_url=target,
+        checkpoint=args.checkpoint,
+        table_map=_pairs(args.table_map, "--table-map"),
+        lane_groups=_groups(args.lane_group),
+        lanes=max(1, args.lanes),
+        settings=_pairs(args.setting, "--setting"),
+        trigger=args.trigger,
+        max_duration=args.max_duration,
+        processing_time=args.processing_time,
+        app_name=args.app_name,
+    )
+
+
+def batch_writer(job: ApplyJob, totals: Totals) -> Callable[[Any, int], None]:
+    """The ``foreachBatch`` function: transforms, lanes, target; totals counted on the driver."""
+    from airflow_cdc.spark.targets import target_for
+    from airflow_cdc.spark.transforms import flatten, for_lanes, latest_changes
+
+    target = target_for(job.target_url, job.table_map, job.settings)
+
+    def write(batch: Any, batch_id: int) -> None:
+        batch = batch.persist()
+        try:
+            records = batch.count()
+            if records:
+                laned = for_lanes(latest_changes(flatten(batch)), job.lanes, job.lane_groups)
+                totals.add(target.apply(laned))
+            totals.batches += 1
+            totals.records += records
+            print(f"applied batch {batch_id}: {records} records", file=sys.stderr, flush=True)
+        finally:
+            batch.unpersist()
+
+    return write
+
+
+def run(spark: Any, job: ApplyJob) -> dict[str, Any]:
+    """Run the job to its end (caught up, or ``max_duration``) and say what it did."""
+    from airflow_cdc.spark.reading import read_stream
+
+    totals = Totals()
+    write = batch_writer(job, totals)  # first: a wrong target fails before anything is read
+    writer = read_stream(spark, job.source).writeStream.foreachBatch(write)
+    writer = writer.option("checkpointLocation", job.checkpoint).queryName(job.app_name)
+    if job.trigger == "available-now":
+        query = writer.trigger(availableNow=True).start()
+        query.awaitTermination()
+    else:
+        query = writer.trigger(processingTime=job.processing_time).start()
+        query.awaitTermination(job.max_duration)
+        query.stop()
+    if query.exception() is not None:
+        raise query.exception()  # type: ignore[misc]
+    progress = query.lastProgress or {}
+    end_offsets = [s.get("endOffset") for s in progress.get("sources", [])]
+    return {
+        "batches": totals.batches,
+        "records": totals.records,
+        **totals.counts,
+        "end_offsets": end_offsets[0] if len(end_offsets) == 1 else end_offsets,
+    }
+
+
+def session(job: ApplyJob) -> Any:
+    """The job's SparkSession. Under spark-submit the master and jars come from it; run as a
+    plain module, it is local and loads the connector jars ``scripts/setup`` resolved."""
+    from pyspark.sql import SparkSession
+
+    # Python workers must run an interpreter that has airflow_cdc and the target's driver.
+    os.environ.setdefault("PYSPARK_PYTHON", sys.executable)
+    builder = SparkSession.builder.appName(job.app_name)
+    # spark-submit starts Python with a gateway to its JVM; then master and jars are its own.
+    if "PYSPARK_GATEWAY_PORT" not in os.environ:
+        builder = builder.master(os.environ.get("CDC_SPARK_MASTER", "local[*]"))
+        jars = connector_jars()
+        if jars:
+            builder = builder.config("spark.jars", ",".join(jars))
+    builder = builder.config("spark.sql.shuffle.partitions", str(max(2, job.lanes)))
+    if job.target_url.startswith("delta:"):
+        builder = builder.config("spark.sql.extensions", "io.delta.sql.DeltaSparkSessionExtension").config(
+            "spark.sql.catalog.spark_catalog", "org.apache.spark.sql.delta.catalog.DeltaCatalog"
+        )
+    return builder.getOrCreate()
+
+
+def connector_jars() -> list[str]:
+    """The Kafka source's and Delta's jars from ``scripts/setup`` (``.jars/spark``), if there."""
+    from airflow_cdc.local.jvm import jars_dir
+
+    directory = jars_dir() / "spark"
+    return sorted(str(p) for p in directory.glob("*.jar")) if directory.is_dir() else []
+
+
+def main(argv: Sequence[str] | None = None) -> int:
+    job = parse_args(sys.argv[1:] if argv is None else argv)
+    started = time.monotonic()
+    spark = session(job)
+    session_seconds = time.monotonic() - started
+    try:
+        result = run(spark, job)
+    finally:
+        spark.stop()
+    result["session_seconds"] = round(session_seconds, 2)
+    result["seconds"] = round(time.monotonic() - started, 2)
+    print(RESULT_MARKER + json.dumps(result, default=str), flush=True)
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
+
+
+#: The connector settings that decide how values are encoded; the job decodes with the same.
+VALUE_SETTINGS = (
+    "decimal.handling.mode",
+    "binary.handling.mode",
+    "time.precision.mode",
+    "interval.handling.mode",
+    "hstore.handling.mode",
+    "unavailable.value.placeholder",
+)
+
+
+def inputs_from_engine_config(config: dict[str, Any], tables: Sequence[str] = ()) -> dict[str, Any]:
+    """What the job reads, from the configuration of the engine instance that captures it: the
+    sink's place (changelog directory or Kafka brokers), the tables' topics, the value settings.
+
+    ``tables`` defaults to ``table.include.list`` when that is a plain list (no regex).
+    """
+    prefix = str(config.get("topic.prefix") or "")
+    if not tables:
+        listed = [t.strip() for t in str(config.get("table.include.list") or "").split(",") if t.strip()]
+        signal = str(config.get("signal.data.collection") or "")
+        tables = [t for t in listed if t != signal.split(".", 1)[-1] and t != signal]
+        if not tables or any(c in t for t in tables for c in "*+?[]()|\\^$"):
+            raise ValueError(
+                "name the tables to apply (tables=[...]): the instance's table.include.list is empty or a pattern"
+            )
+    out: dict[str, Any] = {
+        "topics": [f"{prefix}.{table}" for table in tables],
+        "settings": {key: str(config[key]) for key in VALUE_SETTINGS if config.get(key) not in (None, "")},
+    }
+    if str(config.get("sink.type") or "changelog") == "kafka":
+        out["source"] = "kafka"
+        out["bootstrap_servers"] = config.get("sink.kafka.producer.bootstrap.servers")
+    else:
+        out["source"] = "changelog"
+        out["changelog_dir"] = config.get("sink.changelog.dir")
+    return out

@@ -1,0 +1,114 @@
+"""The apply job's three sources, each yielding the raw frame (``frames.RAW_SCHEMA``).
+
+- ``kafka``: Spark's own Kafka source (spark-sql-kafka-0-10, the jars ``scripts/setup`` puts in
+  ``.jars/spark``): the fast path, what a cluster runs.
+- ``kafka-python``: the Python streaming data source on kafka-python, for a Spark without that
+  jar (``sources/kafka_python.py``).
+- ``changelog``: the engine's changelog directory through Spark's JSON file source; a topic's
+  segments are ``<dir>/<topic>/*.jsonl`` and ``seq`` orders them, so it stands in for the offset.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping
+from dataclasses import dataclass, field
+from pathlib import Path
+
+from pyspark.sql import DataFrame, SparkSession
+from pyspark.sql import functions as F
+
+from airflow_cdc.engine.errors import ConfigError, ConfigProblem
+
+SOURCES = ("kafka", "kafka-python", "changelog")
+_CHANGELOG_LINE = "topic string, key string, value string, seq long, ts_ms long"
+
+
+@dataclass(frozen=True)
+class SourceOptions:
+    """Where the changes come from; names follow Spark's Kafka source where they overlap."""
+
+    kind: str = "kafka"
+    bootstrap_servers: str | None = None
+    topics: tuple[str, ...] = ()
+    topic_pattern: str | None = None
+    changelog_dir: str | None = None
+    starting_offsets: str = "earliest"
+    max_records_per_batch: int | None = None
+    #: Further ``kafka.*`` client settings (security.protocol, sasl.*, ...).
+    kafka: Mapping[str, str] = field(default_factory=dict)
+
+    def check(self) -> None:
+        problems = []
+        if self.kind not in SOURCES:
+            problems.append(ConfigProblem("--source", f"unknown source {self.kind!r}", f"one of {', '.join(SOURCES)}"))
+        elif self.kind == "changelog":
+            if not self.changelog_dir or not self.topics:
+                problems.append(
+                    ConfigProblem("--changelog-dir", "the changelog source needs a directory and topics", "give both")
+                )
+        elif not self.bootstrap_servers:
+            problems.append(ConfigProblem("--bootstrap-servers", f"the {self.kind} source needs it", "the brokers"))
+        if self.kind != "changelog" and bool(self.topics) == bool(self.topic_pattern):
+            problems.append(
+                ConfigProblem("--topics", "give topics or a pattern", "exactly one of --topics, --topic-pattern")
+            )
+        if problems:
+            raise ConfigError(problems)
+
+
+def read_stream(spark: SparkSession, options: SourceOptions) -> DataFrame:
+    """A streaming raw frame from the chosen source."""
+    options.check()
+    if options.kind == "changelog":
+        return _changelog(spark, options)
+    return _kafka(spark, options)
+
+
+def _kafka(spark: SparkSession, options: SourceOptions) -> DataFrame:
+    if options.kind == "kafka-python":
+        from airflow_cdc.spark.sources.kafka_python import register
+
+        register(spark)
+        reader = spark.readStream.format("cdc_kafka")
+    else:
+        reader = spark.readStream.format("kafka").option("failOnDataLoss", "true")
+    reader = reader.option("kafka.bootstrap.servers", options.bootstrap_servers)
+    if options.topics:
+        reader = reader.option("subscribe", ",".join(options.topics))
+    else:
+        reader = reader.option("subscribePattern", options.topic_pattern)
+    reader = reader.option("startingOffsets", options.starting_offsets)
+    if options.max_records_per_batch:
+        reader = reader.option("maxOffsetsPerTrigger", str(options.max_records_per_batch))
+    for key, value in options.kafka.items():
+        reader = reader.option(key if key.startswith("kafka.") else f"kafka.{key}", value)
+    frame = reader.load()
+    return frame.select(
+        "topic",
+        "partition",
+        "offset",
+        F.col("key").cast("string").alias("key"),
+        F.col("value").cast("string").alias("value"),
+    )
+
+
+def _changelog(spark: SparkSession, options: SourceOptions) -> DataFrame:
+    root = str(options.changelog_dir).rstrip("/")
+    for topic in options.topics:
+        # A topic the engine has not written yet is an empty stream, not an error.
+        Path(root, topic).mkdir(parents=True, exist_ok=True)
+    # One stream over every topic directory (a Hadoop glob); Spark skips dot-files, so an open
+    # segment (still being written) stays invisible until the sink renames it.
+    paths = f"{root}/{{{','.join(options.topics)}}}" if len(options.topics) > 1 else f"{root}/{options.topics[0]}"
+    reader = spark.readStream.schema(_CHANGELOG_LINE)
+    if options.max_records_per_batch:
+        # The file source admits whole files; a segment holds up to segment.max.records lines.
+        reader = reader.option("maxFilesPerTrigger", str(max(1, options.max_records_per_batch // 1000)))
+    lines = reader.json(paths)
+    return lines.select(
+        "topic",
+        F.lit(0).alias("partition"),
+        F.col("seq").alias("offset"),
+        "key",
+        "value",
+    )
