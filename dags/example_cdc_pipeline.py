@@ -1,6 +1,8 @@
 """Capture a PostgreSQL database with an engine instance beside the worker: start it (streaming
 from now on), snapshot the existing rows incrementally while it streams, wait until the snapshot
-has delivered every row, then until everything that happened before is committed.
+has delivered every row, then until everything that happened before is committed, and apply
+all of it to a replica with the Spark job (exactly once: rerun the DAG and it applies only
+what is new).
 
 Connections (no password in the DAG):
 
@@ -8,9 +10,12 @@ Connections (no password in the DAG):
   (the instance's config file: ``name``, ``topic.prefix: shop``, ``table.include.list``,
   ``snapshot.mode: no_data``, ``signal.data.collection``, the sink), password = its
   ``api.token``;
-* ``pg_shop`` - type ``postgres``: the captured database (host, port, user, password, database).
+* ``pg_shop`` - type ``postgres``: the captured database (host, port, user, password, database);
+* ``pg_shop_replica`` - type ``postgres``: where the Spark job applies the changes; its tables
+  exist with the same primary keys (the job adds a ``_cdc_position`` column to each).
 
-The Spark job that applies the changes to a target joins after ``caught_up``.
+The Spark job reads where the instance writes (its changelog or Kafka topics) and decodes
+values with the instance's own settings: it learns both from the instance through ``cdc_shop``.
 """
 
 from __future__ import annotations
@@ -22,17 +27,19 @@ from airflow.sdk import DAG
 from airflow_cdc.assets import table_asset
 from airflow_cdc.operators.engine import CdcStartEngineOperator
 from airflow_cdc.operators.snapshot import CdcSnapshotOperator
+from airflow_cdc.operators.spark import CdcSparkApplyOperator
 from airflow_cdc.sensors.offset import CdcOffsetSensor
 from airflow_cdc.sensors.snapshot import CdcSnapshotSensor
 
 CDC_CONN = "cdc_shop"
 SOURCE_CONN = "pg_shop"
+TARGET_CONN = "pg_shop_replica"
 TOPIC_PREFIX = "shop"
 TABLES = ["public.orders", "public.customers"]
 
 with DAG(
     dag_id="example_cdc_pipeline",
-    description="Start a CDC engine, snapshot the tables while streaming, wait until all is delivered",
+    description="Start a CDC engine, snapshot while streaming, wait until all is delivered, apply it with Spark",
     schedule=None,
     start_date=datetime(2026, 1, 1),
     catchup=False,
@@ -66,4 +73,12 @@ with DAG(
         timeout=3600,
     )
 
-    start_engine >> snapshot >> snapshot_done >> caught_up
+    apply_changes = CdcSparkApplyOperator(
+        task_id="apply_changes",
+        cdc_conn_id=CDC_CONN,
+        tables=TABLES,
+        target_conn_id=TARGET_CONN,
+        master="local[2]",
+    )
+
+    start_engine >> snapshot >> snapshot_done >> caught_up >> apply_changes

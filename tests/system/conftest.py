@@ -168,6 +168,36 @@ def _connections(monkeypatch: pytest.MonkeyPatch, source: Source, **instances: I
         )
 
 
+@pytest.fixture
+def replica(source: Source, monkeypatch: pytest.MonkeyPatch) -> Iterator[Source]:
+    """Connection ``pg_shop_replica``: an empty database with the source's tables, where the
+    example pipeline's Spark job applies the changes."""
+    name = f"{source.database}_replica"
+    with source.connect() as conn:
+        conn.execute(f"create database {name}")
+    replica = Source(source.server, name, source.user, source.password)
+    replica.execute(
+        "create table orders (id int primary key, status text, updated_at timestamptz not null)",
+        "create table customers (id int primary key, name text)",
+    )
+    monkeypatch.setenv(
+        "AIRFLOW_CONN_PG_SHOP_REPLICA",
+        json.dumps(
+            {
+                "conn_type": "postgres",
+                "host": source.server.host,
+                "port": source.server.port,
+                "login": source.user,
+                "password": source.password,
+                "schema": name,
+            }
+        ),
+    )
+    yield replica
+    with source.connect() as conn:
+        conn.execute(f"drop database if exists {name} with (force)")
+
+
 def connect_source(monkeypatch: pytest.MonkeyPatch, source: Source) -> None:
     """Connection ``pg_shop``: the source database, with its password."""
     monkeypatch.setenv(
