@@ -172,7 +172,7 @@ def run(spark: Any, job: ApplyJob) -> dict[str, Any]:
     else:
         query = writer.trigger(processingTime=job.processing_time).start()
         query.awaitTermination(job.max_duration)
-        query.stop()
+        stop_between_batches(query)
     if query.exception() is not None:
         raise query.exception()  # type: ignore[misc]
     progress = query.lastProgress or {}
@@ -183,6 +183,16 @@ def run(spark: Any, job: ApplyJob) -> dict[str, Any]:
         **totals.counts,
         "end_offsets": end_offsets[0] if len(end_offsets) == 1 else end_offsets,
     }
+
+
+def stop_between_batches(query: Any, patience: float = 600.0) -> None:
+    """Stop a continuous query once its running batch finished: ``stop()`` interrupts a batch
+    half applied (safe - it is replayed - but wasted work, and a run that never finishes one
+    under a short ``max_duration``)."""
+    deadline = time.monotonic() + patience
+    while query.isActive and query.status.get("isTriggerActive") and time.monotonic() < deadline:
+        query.awaitTermination(0.2)
+    query.stop()
 
 
 def session(job: ApplyJob) -> Any:
