@@ -1,0 +1,1 @@
+"""Spark data sources of the apply job that Spark itself lacks (see ``reading.py``)."""
