@@ -130,10 +130,32 @@ def latest_changes(changes: DataFrame) -> DataFrame:
             "position",
         )
     )
-    grouped = (
-        kept.where(F.col("op") != "t")
+    changed = kept.where(F.col("op") != "t")
+    # Most keys hold no unchanged-TOAST placeholder: their last change is all there is to keep,
+    # a plain aggregate. Only the keys that do (few, usually none) fold their changes in order.
+    toasted = changed.where(F.exists(F.map_values("after"), lambda v: v == UNAVAILABLE_PLACEHOLDER))
+    toasted_keys = F.broadcast(toasted.select("table", "key").distinct())
+    plain = (
+        changed.join(toasted_keys, ["table", "key"], "left_anti")
         .groupBy("table", "key")
-        .agg(F.array_sort(F.collect_list(F.struct("_order", "op", "after", "position")), _by_order).alias("changes"))
+        .agg(F.max_by(F.struct("op", "after", "position"), "_order").alias("last"))
+        .select(
+            "table",
+            F.col("last.op").alias("op"),
+            "key",
+            F.when(F.col("last.op") != "d", F.col("last.after")).alias("after"),
+            F.array().cast("array<string>").alias("unavailable"),
+            F.col("last.position").alias("position"),
+        )
+    )
+    return truncates.unionByName(plain).unionByName(_folded(changed.join(toasted_keys, ["table", "key"], "left_semi")))
+
+
+def _folded(changed: DataFrame) -> DataFrame:
+    """The last change per key with each unchanged-TOAST column taken from the key's latest
+    earlier change in the batch; columns still unresolved are listed in ``unavailable``."""
+    grouped = changed.groupBy("table", "key").agg(
+        F.array_sort(F.collect_list(F.struct("_order", "op", "after", "position")), _by_order).alias("changes")
     )
     last = F.element_at("changes", -1)
     merged = grouped.select(
@@ -143,7 +165,7 @@ def latest_changes(changes: DataFrame) -> DataFrame:
         F.when(last["op"] != "d", _merge_unchanged(F.col("changes"))).alias("after"),
         last["position"].alias("position"),
     )
-    rows = merged.select(
+    return merged.select(
         "table",
         "op",
         "key",
@@ -154,7 +176,6 @@ def latest_changes(changes: DataFrame) -> DataFrame:
         ).alias("unavailable"),
         "position",
     )
-    return truncates.unionByName(rows)
 
 
 def lane_of(tables: Column, groups: dict[str, str]) -> Column:
