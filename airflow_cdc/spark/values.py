@@ -45,6 +45,7 @@ from decimal import Decimal
 from typing import Any
 
 from airflow_cdc.engine.errors import CdcError
+from airflow_cdc.engine.sources.postgres.temporal import civil_from_days
 
 __all__ = [
     "ColumnType",
@@ -281,20 +282,6 @@ _TIMESTAMP_INFINITIES = {
 _EPOCH_ORDINAL = dt.date(1970, 1, 1).toordinal()
 _FIRST_ISO_DAY = dt.date.min.toordinal() - _EPOCH_ORDINAL  # 0001-01-01
 _LAST_ISO_DAY = dt.date.max.toordinal() - _EPOCH_ORDINAL  # 9999-12-31
-
-
-def civil_from_days(days: int) -> tuple[int, int, int]:
-    """Proleptic Gregorian (year 0 = 1 BC) of days since 1970-01-01 (H. Hinnant's algorithm)."""
-    days += 719468
-    era = days // 146097
-    doe = days - era * 146097
-    yoe = (doe - doe // 1460 + doe // 36524 - doe // 146096) // 365
-    year = yoe + era * 400
-    doy = doe - (365 * yoe + yoe // 4 - yoe // 100)
-    mp = (5 * doy + 2) // 153
-    day = doy - (153 * mp + 2) // 5 + 1
-    month = mp + (3 if mp < 10 else -9)
-    return year + (month <= 2), month, day
 
 
 def _clock(micros: int) -> str:
