@@ -80,6 +80,6 @@ def get_provider_info() -> dict[str, Any]:
                 "python-modules": ["airflow_cdc.triggers.snapshot", "airflow_cdc.triggers.offset"],
             }
         ],
-        "extra-links": ["airflow_cdc.links.CdcInstanceLink"],
+        "extra-links": ["airflow_cdc.links.CdcInstanceLink", "airflow_cdc.links.CdcSnapshotLink"],
         "connection-types": [ENGINE_CONNECTION],
     }

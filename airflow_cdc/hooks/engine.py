@@ -22,7 +22,7 @@ from airflow_cdc.engine.server import control
 from airflow_cdc.engine.server.client import AsyncEngineClient, EngineClient
 from airflow_cdc.engine.server.config_file import load_config_file
 from airflow_cdc.engine.server.instance import is_running, read_status, state_dir
-from airflow_cdc.hooks.engine_connection import EngineConnection, engine_connection
+from airflow_cdc.hooks.engine_connection import EngineConnection, engine_address, engine_connection, instance_config
 
 #: Where start_instance(config=...) writes the configuration it starts an instance from.
 EFFECTIVE_CONFIG = "airflow-instance.yaml"
@@ -55,7 +55,7 @@ class CdcEngineHook(BaseHook):
     @cached_property
     def instance_config(self) -> dict[str, Any]:
         """The instance's configuration, from the connection's ``config_path``."""
-        return _instance_config(self.settings)
+        return instance_config(self.settings)
 
     # -- clients -------------------------------------------------------------------------------
     def get_conn(self) -> EngineClient:
@@ -63,21 +63,14 @@ class CdcEngineHook(BaseHook):
 
     def get_client(self) -> EngineClient:
         """The instance's control-API client (close it, or use ``with``)."""
-        url, token = self._address(self.settings)
+        url, token = engine_address(self.settings)
         return EngineClient(url, token, timeout=self.settings.timeout)
 
     async def get_async_client(self) -> AsyncEngineClient:
         """The same as coroutines, for triggers (``async with await hook.get_async_client()``)."""
         settings = await self.asettings()
-        url, token = self._address(settings)
+        url, token = engine_address(settings)
         return AsyncEngineClient(url, token, timeout=settings.timeout)
-
-    def _address(self, settings: EngineConnection) -> tuple[str, str | None]:
-        if settings.url:
-            return settings.url, settings.token
-        # An instance beside the worker: its address and token are in its state directory.
-        url, token = control.api_address(_instance_config(settings))
-        return url, settings.token or token
 
     def test_connection(self) -> tuple[bool, str]:
         """From the connection form: the API answers, the token is accepted, the name matches."""
@@ -154,14 +147,6 @@ def _settings(conn_id: str, conn: Any) -> EngineConnection:
         schema=conn.schema,
         extra=conn.extra,
     )
-
-
-def _instance_config(settings: EngineConnection) -> dict[str, Any]:
-    if not settings.config_path:
-        raise ConfigError(
-            [ConfigProblem("config_path", "is not set", "set the connection's extra config_path or its host")]
-        )
-    return load_config_file(settings.config_path)
 
 
 def _plain(value: Any) -> Any:

@@ -22,6 +22,9 @@ from typing import Any
 from urllib.parse import urlsplit
 
 from airflow_cdc.engine.errors import ConfigError, ConfigProblem
+from airflow_cdc.engine.server import control
+from airflow_cdc.engine.server.client import EngineClient
+from airflow_cdc.engine.server.config_file import load_config_file
 
 DEFAULT_TIMEOUT = 10.0
 
@@ -103,3 +106,28 @@ def engine_connection(
             [ConfigProblem(f"{conn_id}.extra.timeout", f"{extras.get('timeout')!r} is not a number", "give seconds")]
         ) from None
     return EngineConnection(url, password or None, login or None, config_path, timeout)
+
+
+def instance_config(settings: EngineConnection) -> dict[str, Any]:
+    """The instance's configuration, from the connection's ``config_path``."""
+    if not settings.config_path:
+        raise ConfigError(
+            [ConfigProblem("config_path", "is not set", "set the connection's extra config_path or its host")]
+        )
+    return load_config_file(settings.config_path)
+
+
+def engine_address(settings: EngineConnection) -> tuple[str, str | None]:
+    """``(url, token)`` of the connection's instance: the host when given, else the address the
+    instance of ``config_path`` wrote in its state directory on this machine (RefusedError when
+    it is not running)."""
+    if settings.url:
+        return settings.url, settings.token
+    url, token = control.api_address(instance_config(settings))
+    return url, settings.token or token
+
+
+def engine_client(settings: EngineConnection) -> EngineClient:
+    """The control-API client of the connection's instance (close it, or use ``with``)."""
+    url, token = engine_address(settings)
+    return EngineClient(url, token, timeout=settings.timeout)

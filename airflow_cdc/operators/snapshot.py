@@ -15,6 +15,7 @@ from airflow_cdc.engine.notifications import INCREMENTAL, Notification
 from airflow_cdc.engine.server.client import EngineClient
 from airflow_cdc.engine.signals.signal import EXECUTE, PAUSE, RESUME, SNAPSHOT_TYPES, STOP
 from airflow_cdc.hooks.signal import CHANNELS, CdcSignalHook
+from airflow_cdc.links import CdcInstanceLink, CdcSnapshotLink
 from airflow_cdc.operators.base import CdcBaseOperator, CdcOperatorError
 from airflow_cdc.operators.engine import literal_tables, table_lineage
 
@@ -154,6 +155,8 @@ class CdcSnapshotOperator(_SignalOperator):
     :return: (XCom) the signal id, which the snapshot's notifications carry.
     """
 
+    operator_extra_links = (CdcInstanceLink(), CdcSnapshotLink())
+
     template_fields: Sequence[str] = ("cdc_conn_id", "tables", "additional_conditions", "surrogate_key")
     template_fields_renderers = {"additional_conditions": "json"}
     rejection_fix = (
@@ -195,6 +198,7 @@ class CdcSnapshotOperator(_SignalOperator):
         data = self.signal_data()
         with self.failures(f"snapshot of {', '.join(data['data-collections'])}"):
             signal_id = self.send_and_await(EXECUTE, data, lambda n, sid: n.id == sid)
+        self.signal_id = signal_id  # for the snapshot link
         # Lineage only: the signal is out, so a failure here must not fail (and retry) the task.
         with contextlib.suppress(CdcError):
             config = self.hook.running_config()

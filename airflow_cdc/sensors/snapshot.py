@@ -8,6 +8,7 @@ from typing import Any
 from airflow.sdk import Context
 
 from airflow_cdc.assets import emit_table_events
+from airflow_cdc.links import CdcInstanceLink, CdcSnapshotLink
 from airflow_cdc.operators.base import CdcOperatorError
 from airflow_cdc.sensors.base import CdcBaseSensor
 from airflow_cdc.triggers.base import Payload
@@ -51,6 +52,8 @@ class CdcSnapshotSensor(CdcBaseSensor):
     :return: (XCom) ``{"signal_id", "topic_prefix", "rows", "offsets"}``: ``rows`` by table,
         ``offsets`` each partition's committed offset and position at completion.
     """
+
+    operator_extra_links = (CdcInstanceLink(), CdcSnapshotLink())
 
     template_fields: Sequence[str] = ("cdc_conn_id", "signal_id")
 

@@ -10,12 +10,13 @@ import pytest
 from airflow.sdk.exceptions import AirflowFailException
 
 from airflow_cdc.engine.errors import ApiError, ApiRefusedError, ApiUnavailableError, ConfigError, ConfigProblem
-from airflow_cdc.links import CdcInstanceLink
+from airflow_cdc.links import CdcInstanceLink, CdcSnapshotLink
 from airflow_cdc.operators.base import CdcOperatorError, CdcUnavailableError, explain
 from airflow_cdc.operators.capture import CdcCaptureOperator
 from airflow_cdc.operators.engine import CdcStartEngineOperator, CdcStopEngineOperator
 from airflow_cdc.operators.offsets import CdcOffsetsOperator
 from airflow_cdc.operators.snapshot import CdcSnapshotControlOperator, CdcSnapshotOperator
+from airflow_cdc.sensors.snapshot import CdcSnapshotSensor
 
 INTERVAL = {
     "data_interval_start": datetime(2026, 1, 5, tzinfo=UTC),
@@ -106,9 +107,21 @@ def test_every_operator_links_to_the_instance() -> None:
         assert any(isinstance(link, CdcInstanceLink) for link in operator.operator_extra_links)
         assert "cdc_conn_id" in operator.template_fields
         assert operator.get_openlineage_facets_on_complete(None) is None  # nothing moved yet
-        operator.instance_status_url = "http://127.0.0.1:8765/status"
-        assert CdcInstanceLink().get_link(operator, ti_key=None) == "http://127.0.0.1:8765/status"
-    assert CdcInstanceLink().get_link(CdcStopEngineOperator(task_id="x", cdc_conn_id="undefined"), ti_key=None) == ""
+        # The CDC page of the Airflow UI at the task's instance, whether or not it is defined yet.
+        assert CdcInstanceLink().get_link(operator, ti_key=None) == "/cdc/?instance=cdc_engine_default"
+    assert CdcInstanceLink().get_link(CdcStopEngineOperator(task_id="x", cdc_conn_id="a b"), ti_key=None) == (
+        "/cdc/?instance=a+b"
+    )
+
+
+def test_the_snapshot_operator_and_sensor_link_to_their_snapshot() -> None:
+    operator = CdcSnapshotOperator(task_id="c", cdc_conn_id="cdc_shop", tables="t")
+    assert CdcSnapshotLink().get_link(operator, ti_key=None) == "/cdc/?instance=cdc_shop"  # before it ran
+    operator.signal_id = "sig-1"  # what execute() sets once the signal is out
+    assert CdcSnapshotLink().get_link(operator, ti_key=None) == "/cdc/?instance=cdc_shop&snapshot=sig-1"
+    sensor = CdcSnapshotSensor(task_id="s", cdc_conn_id="cdc_shop", signal_id="sig-2")
+    assert {type(link) for link in sensor.operator_extra_links} == {CdcInstanceLink, CdcSnapshotLink}
+    assert CdcSnapshotLink().get_link(sensor, ti_key=None) == "/cdc/?instance=cdc_shop&snapshot=sig-2"
 
 
 @pytest.mark.parametrize(

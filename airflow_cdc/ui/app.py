@@ -1,0 +1,100 @@
+"""The CDC page's FastAPI app, mounted by the plugin under ``/cdc`` (``airflow_cdc.ui.URL_PREFIX``) on Airflow's API
+server: ``GET /`` is the page (one HTML file that refreshes itself from the JSON below),
+``GET /api/instances`` every instance the caller may see, ``GET /api/instances/{conn_id}`` one.
+
+Auth is Airflow's: the app sits behind the API server, reads the same JWT (the UI's ``_token``
+cookie, or a bearer header) through Airflow's ``get_user`` and shows an instance only to a user
+allowed to read its connection. The page itself carries no data, so it is served to anyone; its
+API answers 401 without a login (and the page then says so).
+"""
+
+from __future__ import annotations
+
+import logging
+from importlib import resources
+from typing import Annotated, Any
+
+from fastapi import Depends, FastAPI, HTTPException, Query, Request
+from fastapi.responses import HTMLResponse
+
+from airflow_cdc.ui.instances import Instances, connection_ids
+
+log = logging.getLogger(__name__)
+
+#: The browser polls this often (the page's own refresh; an instance is asked at most this often
+#: per open page).
+REFRESH_MS = 2000
+
+instances = Instances()
+
+
+async def current_user(request: Request) -> Any:
+    """Airflow's own ``get_user``: a bearer header, else the UI's ``_token`` cookie (401 without).
+    Imported when first asked: the security module pulls in the API server's app, and the plugin
+    that imports this module is loaded by every Airflow process, workers included."""
+    from airflow.api_fastapi.core_api.security import bearer_scheme, get_user
+
+    return await get_user(request, None, await bearer_scheme(request))
+
+
+UserDep = Annotated[Any, Depends(current_user)]
+
+
+def _allowed(user: Any) -> Any:
+    from airflow.api_fastapi.app import get_auth_manager
+    from airflow.api_fastapi.auth.managers.models.resource_details import ConnectionDetails
+
+    manager = get_auth_manager()
+
+    def allowed(conn_id: str) -> bool:
+        return bool(
+            manager.is_authorized_connection(method="GET", details=ConnectionDetails(conn_id=conn_id), user=user)
+        )
+
+    return allowed
+
+
+def dag_connections(dag_id: str) -> list[str]:
+    """The ``cdc_conn_id`` of every task of the DAG (its serialized form), in task order."""
+    from airflow.models.serialized_dag import SerializedDagModel
+
+    dag = SerializedDagModel.get_dag(dag_id)
+    if dag is None:
+        raise HTTPException(status_code=404, detail=f"no DAG {dag_id!r} is known to Airflow")
+    seen: list[str] = []
+    for task in dag.tasks:
+        conn_id = getattr(task, "cdc_conn_id", None)
+        if isinstance(conn_id, str) and conn_id and conn_id not in seen:
+            seen.append(conn_id)
+    return seen
+
+
+def create_app() -> FastAPI:
+    app = FastAPI(title="airflow-cdc", docs_url=None, redoc_url=None, openapi_url=None)
+
+    @app.get("/", response_class=HTMLResponse)
+    def page() -> HTMLResponse:
+        html = resources.files("airflow_cdc.ui").joinpath("page.html").read_text(encoding="utf-8")
+        return HTMLResponse(html.replace("__REFRESH_MS__", str(REFRESH_MS)))
+
+    @app.get("/api/instances")
+    def list_instances(user: UserDep, dag_id: Annotated[str | None, Query()] = None) -> dict[str, Any]:
+        allowed = _allowed(user)
+        # The DAG's own connections (even those only a secrets backend holds), else all listed.
+        ids = dag_connections(dag_id) if dag_id else connection_ids()
+        visible = [conn_id for conn_id in ids if allowed(conn_id)]
+        views = [instances.monitor(conn_id).observe() for conn_id in visible]
+        return {
+            "instances": [view.to_json() for view in views],
+            # Instances whose connections this user may not read: the page says they exist.
+            "hidden": len(ids) - len(visible),
+            "refresh_ms": REFRESH_MS,
+        }
+
+    @app.get("/api/instances/{conn_id}")
+    def one_instance(conn_id: str, user: UserDep) -> dict[str, Any]:
+        if not _allowed(user)(conn_id):
+            raise HTTPException(status_code=403, detail=f"you may not read connection {conn_id!r}")
+        return instances.monitor(conn_id).observe().to_json()
+
+    return app

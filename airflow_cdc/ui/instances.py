@@ -1,0 +1,88 @@
+"""The engine instances Airflow knows: every connection of type ``cdc_engine``, from the
+``AIRFLOW_CONN_*`` environment variables and the metadata database (a secrets backend cannot
+be listed; a connection kept only there is reached by its id: :func:`engine_settings`). Each
+becomes a :class:`~airflow_cdc.monitoring.Monitor`, kept for the life of the process so
+events/s and the notification cursor carry over between refreshes."""
+
+from __future__ import annotations
+
+import logging
+import os
+import threading
+from collections.abc import Callable
+
+from airflow_cdc.hooks.engine import CdcEngineHook
+from airflow_cdc.hooks.engine_connection import EngineConnection, engine_client, engine_connection
+from airflow_cdc.monitoring import InstanceView, Monitor
+
+log = logging.getLogger(__name__)
+
+CONN_TYPE = CdcEngineHook.conn_type
+ENV_PREFIX = "AIRFLOW_CONN_"
+
+
+def connection_ids() -> list[str]:
+    """Ids of the ``cdc_engine`` connections in the environment and the metadata database,
+    sorted (the environment wins a clash, as it does in Airflow's own lookup)."""
+    from airflow.models import Connection
+
+    found: set[str] = set()
+    for key in os.environ:
+        if key.startswith(ENV_PREFIX):
+            conn_id = key[len(ENV_PREFIX) :].lower()
+            try:
+                if Connection.get_connection_from_secrets(conn_id).conn_type == CONN_TYPE:
+                    found.add(conn_id)
+            except Exception as exc:  # one malformed variable must not hide the others
+                log.warning("connection %s from %s%s is unusable: %s", conn_id, ENV_PREFIX, conn_id.upper(), exc)
+    found.update(_database_ids())
+    return sorted(found)
+
+
+def _database_ids() -> list[str]:
+    from airflow.models import Connection
+    from airflow.utils.session import create_session
+    from sqlalchemy import select
+
+    try:
+        with create_session() as session:
+            return list(session.scalars(select(Connection.conn_id).where(Connection.conn_type == CONN_TYPE)))
+    except Exception as exc:  # no metadata database here (a bare CLI): the environment still counts
+        log.debug("no connections read from the metadata database: %s", exc)
+        return []
+
+
+def engine_settings(conn_id: str) -> EngineConnection:
+    """The connection's settings, looked up as Airflow does (environment, secrets backends,
+    database); a ConfigError names what to fix."""
+    from airflow.models import Connection
+
+    conn = Connection.get_connection_from_secrets(conn_id)
+    return engine_connection(
+        conn_id,
+        host=conn.host,
+        port=conn.port,
+        login=conn.login,
+        password=conn.password,
+        schema=conn.schema,
+        extra=conn.extra,
+    )
+
+
+class Instances:
+    """A monitor per connection id, made on first use."""
+
+    def __init__(self, ids: Callable[[], list[str]] = connection_ids) -> None:
+        self._ids = ids
+        self._lock = threading.Lock()
+        self._monitors: dict[str, Monitor] = {}
+
+    def monitor(self, conn_id: str) -> Monitor:
+        with self._lock:
+            if conn_id not in self._monitors:
+                self._monitors[conn_id] = Monitor(conn_id, lambda: engine_client(engine_settings(conn_id)))
+            return self._monitors[conn_id]
+
+    def observe(self, allowed: Callable[[str], bool] = lambda _: True) -> list[InstanceView]:
+        """Every known instance the caller may see, observed now."""
+        return [self.monitor(conn_id).observe() for conn_id in self._ids() if allowed(conn_id)]
