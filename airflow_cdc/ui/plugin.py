@@ -8,17 +8,17 @@ from __future__ import annotations
 
 from airflow.plugins_manager import AirflowPlugin
 
-from airflow_cdc.ui import PAGE, URL_PREFIX
+from airflow_cdc.ui import DAG_ROUTE, NAV_ROUTE, PAGE, URL_PREFIX
 from airflow_cdc.ui.app import create_app
 
-NAV_ROUTE = "cdc"
-DAG_ROUTE = "cdc-dag"
+#: Relative: Airflow's UI resolves it against its <base href>, so it holds behind a base path.
+HREF = PAGE.lstrip("/")
 
 
 class CdcPlugin(AirflowPlugin):
     name = "airflow_cdc"
     fastapi_apps = [{"app": create_app(), "url_prefix": URL_PREFIX, "name": "airflow-cdc"}]
     external_views = [
-        {"name": "CDC instances", "href": PAGE, "url_route": NAV_ROUTE, "destination": "nav", "category": "browse"},
-        {"name": "CDC", "href": PAGE + "?dag_id={DAG_ID}", "url_route": DAG_ROUTE, "destination": "dag"},
+        {"name": "CDC instances", "href": HREF, "url_route": NAV_ROUTE, "destination": "nav", "category": "browse"},
+        {"name": "CDC", "href": HREF + "?dag_id={DAG_ID}", "url_route": DAG_ROUTE, "destination": "dag"},
     ]

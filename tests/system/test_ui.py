@@ -262,6 +262,6 @@ def test_extra_links_open_the_page_at_the_instance_and_snapshot(stack: Stack, br
     from airflow_cdc.ui import page_url
 
     page = _login(browser, api_server, "admin", page_url(instance="cdc_ui", snapshot="none-yet"))
-    focused = page.locator("section.card.focus")
+    focused = page.frame_locator("iframe").locator("section.card.focus")  # inside Airflow's frame
     focused.wait_for(timeout=30_000)
     assert focused.get_attribute("data-instance") == "cdc_ui"

@@ -108,20 +108,20 @@ def test_every_operator_links_to_the_instance() -> None:
         assert "cdc_conn_id" in operator.template_fields
         assert operator.get_openlineage_facets_on_complete(None) is None  # nothing moved yet
         # The CDC page of the Airflow UI at the task's instance, whether or not it is defined yet.
-        assert CdcInstanceLink().get_link(operator, ti_key=None) == "/cdc/?instance=cdc_engine_default"
+        assert CdcInstanceLink().get_link(operator, ti_key=None) == "/plugin/cdc/cdc/?instance=cdc_engine_default"
     assert CdcInstanceLink().get_link(CdcStopEngineOperator(task_id="x", cdc_conn_id="a b"), ti_key=None) == (
-        "/cdc/?instance=a+b"
+        "/plugin/cdc/cdc/?instance=a+b"
     )
 
 
 def test_the_snapshot_operator_and_sensor_link_to_their_snapshot() -> None:
     operator = CdcSnapshotOperator(task_id="c", cdc_conn_id="cdc_shop", tables="t")
-    assert CdcSnapshotLink().get_link(operator, ti_key=None) == "/cdc/?instance=cdc_shop"  # before it ran
+    assert CdcSnapshotLink().get_link(operator, ti_key=None) == "/plugin/cdc/cdc/?instance=cdc_shop"  # before it ran
     operator.signal_id = "sig-1"  # what execute() sets once the signal is out
-    assert CdcSnapshotLink().get_link(operator, ti_key=None) == "/cdc/?instance=cdc_shop&snapshot=sig-1"
+    assert CdcSnapshotLink().get_link(operator, ti_key=None) == "/plugin/cdc/cdc/?instance=cdc_shop&snapshot=sig-1"
     sensor = CdcSnapshotSensor(task_id="s", cdc_conn_id="cdc_shop", signal_id="sig-2")
     assert {type(link) for link in sensor.operator_extra_links} == {CdcInstanceLink, CdcSnapshotLink}
-    assert CdcSnapshotLink().get_link(sensor, ti_key=None) == "/cdc/?instance=cdc_shop&snapshot=sig-2"
+    assert CdcSnapshotLink().get_link(sensor, ti_key=None) == "/plugin/cdc/cdc/?instance=cdc_shop&snapshot=sig-2"
 
 
 @pytest.mark.parametrize(
