@@ -66,7 +66,36 @@ def _parser() -> argparse.ArgumentParser:
                 "(0/16B3748); MySQL binlog FILE:POS or a GTID set (--lsn, --binlog, --gtid are other names)",
             )
             where.add_argument("--offset", type=json.loads, help="the offset as JSON")
+
+    status = commands.add_parser("status", help="engine instances at a glance: health, lag, events/s, snapshots")
+    _instance_arguments(status, "; none of the three: every such connection Airflow knows")
+    status.add_argument("--json", action="store_true", help="print the instance's view as JSON (a list without NAME)")
+    status.add_argument("--watch", action="store_true", help="refresh until Ctrl-C (JSON: one line per refresh)")
+    status.add_argument("--interval", type=float, default=2.0, help="seconds between refreshes (default 2)")
+
+    snapshot = commands.add_parser("snapshot", help="follow snapshots").add_subparsers(dest="action", required=True)
+    watch = snapshot.add_parser(
+        "watch", help="live progress of a snapshot (rows, ETA, per table); exit 0 once it completed, 1 if it did not"
+    )
+    _instance_arguments(watch)
+    watch.add_argument(
+        "--id", dest="snapshot_id", metavar="SIGNAL_ID", help="its signal id (default: the running or latest)"
+    )
+    watch.add_argument("--interval", type=float, default=1.0, help="seconds between looks (default 1)")
     return parser
+
+
+#: Where ``--url`` finds the API's token when ``--token`` is not given (a token in argv is visible to ``ps``).
+TOKEN_ENV = "CDC_ENGINE_TOKEN"
+
+
+def _instance_arguments(parser: argparse.ArgumentParser, more: str = "") -> None:
+    """NAME, --config or --url: which instance ``status`` / ``snapshot watch`` look at."""
+    which = parser.add_mutually_exclusive_group()
+    which.add_argument("name", nargs="?", metavar="NAME", help=f"an Airflow connection id of type cdc_engine{more}")
+    which.add_argument("--config", type=Path, help="or the config file of an instance running on this machine")
+    which.add_argument("--url", help="or the control API's address, e.g. http://127.0.0.1:8765")
+    parser.add_argument("--token", help=f"the API's token with --url (default: ${TOKEN_ENV})")
 
 
 def main(argv: list[str] | None = None) -> int:
@@ -80,6 +109,8 @@ def main(argv: list[str] | None = None) -> int:
     from airflow_cdc.engine.errors import CdcError, ConfigError, RefusedError
 
     try:
+        if args.command in ("status", "snapshot"):
+            return _watching(args)
         return _engine(args) if args.command == "engine" else _offsets(args)
     except ConfigError as exc:
         print(f"invalid configuration in {args.config}:", file=sys.stderr)
@@ -150,6 +181,81 @@ def _offsets(args: argparse.Namespace) -> int:
     else:
         _print({"removed": offsets_admin.reset(props, args.partition)})
     return 0
+
+
+def _watching(args: argparse.Namespace) -> int:
+    """``status`` and ``snapshot watch``, rendered by airflow_cdc.console."""
+    import contextlib
+
+    from airflow_cdc.engine.errors import MissingDependencyError
+
+    try:
+        from rich.console import Console
+
+        from airflow_cdc import console
+    except ImportError as exc:
+        raise MissingDependencyError(exc.name or "rich", "airflow") from None
+    screen = Console(file=sys.stdout, highlight=False)
+    # stdout carries the answer only (`status --json` is read by scripts): Airflow, once imported,
+    # logs to whatever sys.stdout is when a logger is first used.
+    with contextlib.redirect_stdout(sys.stderr):
+        return _watch(args, console, screen)
+
+
+def _watch(args: argparse.Namespace, console: Any, screen: Any) -> int:
+    if args.command == "status" and not (args.name or args.config or args.url):
+        instances = _instances()
+        return console.show_status(
+            instances.observe, screen, single=False, as_json=args.json, watch=args.watch, interval=args.interval
+        )
+    if not (args.name or args.config or args.url):
+        print("snapshot watch: give NAME (an Airflow connection id), --config FILE or --url URL", file=sys.stderr)
+        return EXIT_CONFIG
+    monitor = _monitor(args)
+    if args.command == "status":
+        return console.show_status(
+            lambda: [monitor.observe()],
+            screen,
+            single=True,
+            as_json=args.json,
+            watch=args.watch,
+            interval=args.interval,
+        )
+    return console.follow_snapshot(
+        monitor.observe, screen, label=monitor.label, snapshot_id=args.snapshot_id, interval=args.interval
+    )
+
+
+def _instances() -> Any:
+    import os
+
+    from airflow_cdc.engine.errors import MissingDependencyError
+
+    # Airflow warns at each lookup of a connection type with "_" (ours is cdc_engine): at every refresh.
+    os.environ.setdefault("AIRFLOW__LOGGING__NAMESPACE_LEVELS", "airflow.models.connection=ERROR")
+    try:
+        from airflow_cdc.ui.instances import Instances
+    except ImportError as exc:  # connections need Airflow; --config and --url do not
+        raise MissingDependencyError(exc.name or "airflow", "airflow") from None
+    return Instances()
+
+
+def _monitor(args: argparse.Namespace) -> Any:
+    """A Monitor of the instance named by NAME, --config or --url."""
+    import os
+
+    from airflow_cdc.engine.server.client import EngineClient
+    from airflow_cdc.engine.server.config_file import load_config_file
+    from airflow_cdc.engine.server.control import client_for
+    from airflow_cdc.monitoring import Monitor
+
+    if args.name:
+        return _instances().monitor(args.name)
+    if args.config:
+        props = load_config_file(args.config)  # ConfigError: unreadable; a stopped instance is seen as unreachable
+        return Monitor(str(props.get("name") or args.config.stem), lambda: client_for(props))
+    token = args.token or os.environ.get(TOKEN_ENV)
+    return Monitor(args.url, lambda: EngineClient(args.url, token))
 
 
 def _print(data: Any) -> None:

@@ -1,0 +1,452 @@
+"""The terminal's view of engine instances: ``airflow-cdc status`` and ``airflow-cdc snapshot
+watch``, rendered with rich (installed with Airflow) from the same :class:`InstanceView` the
+Airflow UI page shows.
+
+Rendering is pure - an :class:`InstanceView` or :class:`SnapshotView` in, a rich renderable or a
+line of text out - so it is tested on built data. The two loops (:func:`show_status`,
+:func:`follow_snapshot`) observe through a callable and return the exit code. On a terminal they
+redraw in place (``rich.live``); piped into a file or a CI log they print a line whenever
+something changed instead, because a log cannot be redrawn.
+
+Per-table bars: the engine estimates the rows of a whole snapshot (``estimated_total_rows``,
+from the tables' statistics) and counts the rows it read, not each table's, so the table being
+read has a bar of its own only when it is the last one (its share of the estimate is what is
+left); otherwise it pulses beside its row count.
+"""
+
+from __future__ import annotations
+
+import json
+import time
+from collections.abc import Callable, Sequence
+from datetime import datetime
+
+from rich.console import Console, Group, RenderableType
+from rich.live import Live
+from rich.progress_bar import ProgressBar
+from rich.table import Table
+from rich.text import Text
+
+from airflow_cdc.engine.notifications import INITIAL, Notification
+from airflow_cdc.monitoring import (
+    ABORTED,
+    COMPLETED,
+    FAILED,
+    GOOD_TABLE_STATUSES,
+    PAUSED,
+    REJECTED,
+    RUNNING,
+    InstanceView,
+    SnapshotView,
+)
+
+EXIT_OK, EXIT_FAILED, EXIT_INTERRUPTED = 0, 1, 130
+#: Seconds between two observations (two small API calls each).
+INTERVAL = 1.0
+BAR_WIDTH = 30
+
+HEALTH_STYLES = {
+    "running": "green",
+    "paused": "yellow",
+    "starting": "cyan",
+    "stopped": "dim",
+    "failed": "bold red",
+    "unreachable": "bold red",
+}
+SNAPSHOT_STYLES = {
+    RUNNING: "cyan",
+    PAUSED: "yellow",
+    COMPLETED: "green",
+    FAILED: "bold red",
+    ABORTED: "bold red",
+    REJECTED: "bold red",
+}
+
+Sleep = Callable[[float], object]
+
+
+# -- words and numbers ------------------------------------------------------------------------------
+
+
+def _int(text: str) -> int:
+    try:
+        return int(text)
+    except ValueError:
+        return 0
+
+
+def count(value: int | None) -> str:
+    return "-" if value is None else f"{value:,}"
+
+
+def duration(seconds: float | None) -> str:
+    """``42s``, ``2m05s``, ``3h07m``."""
+    if seconds is None:
+        return "-"
+    whole = max(0, round(seconds))
+    if whole < 60:
+        return f"{whole}s"
+    if whole < 3600:
+        return f"{whole // 60}m{whole % 60:02d}s"
+    return f"{whole // 3600}h{whole % 3600 // 60:02d}m"
+
+
+def lag_text(lag: int | None, unit: str, caught_up: bool | None = None) -> str:
+    if lag is None:
+        return "-"
+    if unit == "bytes":
+        amount, suffix = float(lag), "B"
+        for bigger in ("KiB", "MiB", "GiB", "TiB"):
+            if amount < 1024:
+                break
+            amount, suffix = amount / 1024, bigger
+        text = f"{lag} B" if suffix == "B" else f"{amount:.1f} {suffix}"
+    else:
+        text = f"{lag:,} {unit}".strip()
+    return f"{text} (caught up)" if caught_up else text
+
+
+def rate(events_per_s: float | None) -> str:
+    if events_per_s is None:
+        return "-"
+    return f"{events_per_s:,.1f}" if events_per_s < 100 else f"{events_per_s:,.0f}"
+
+
+def _styled(word: str, styles: dict[str, str]) -> Text:
+    return Text(word, style=styles.get(word, ""))
+
+
+# -- snapshots --------------------------------------------------------------------------------------
+
+
+def snapshot_name(snapshot: SnapshotView) -> str:
+    """The signal's id; ``initial`` for the initial snapshot, whose id nobody chose."""
+    return "initial" if snapshot.kind == INITIAL else snapshot.id
+
+
+def snapshot_rows(snapshot: SnapshotView) -> str:
+    """``1,500 of ~3,000 rows, 50%, eta 2s`` while it runs; ``3,000 rows`` once it ended."""
+    text = f"{count(snapshot.rows_scanned)} rows"
+    if not snapshot.active:
+        return text
+    if snapshot.estimated_rows:
+        text = f"{count(snapshot.rows_scanned)} of ~{count(snapshot.estimated_rows)} rows"
+    if snapshot.percent is not None:
+        text += f", {snapshot.percent:.0f}%"
+    if snapshot.eta_seconds is not None and snapshot.state == RUNNING:
+        text += f", eta {duration(snapshot.eta_seconds)}"
+    return text
+
+
+def snapshot_line(snapshot: SnapshotView) -> str:
+    """One line for a log or a table cell: id, state, the table being read, rows, problem."""
+    if snapshot.state == REJECTED:
+        return f"{snapshot.id} rejected: {snapshot.problem}"
+    parts = [snapshot_name(snapshot), snapshot.state]
+    if snapshot.active and snapshot.current_table:
+        parts.append(snapshot.current_table)
+    parts.append(snapshot_rows(snapshot))
+    if not snapshot.active and snapshot.started_ms and snapshot.updated_ms:
+        parts.append(f"in {duration((snapshot.updated_ms - snapshot.started_ms) / 1000)}")
+    line = " ".join(parts)
+    return f"{line}: {snapshot.problem}" if snapshot.problem else line
+
+
+def snapshot_cell(snapshot: SnapshotView) -> str:
+    """The short form for a table of instances: ``snap-1 46% eta 12s``, ``snap-1 paused 46%``."""
+    parts = [snapshot_name(snapshot)] + ([snapshot.state] if snapshot.state != RUNNING else [])
+    if snapshot.percent is not None:
+        parts.append(f"{snapshot.percent:.0f}%")
+    else:
+        parts.append(f"{count(snapshot.rows_scanned)} rows")
+    if snapshot.eta_seconds is not None and snapshot.state == RUNNING:
+        parts.append(f"eta {duration(snapshot.eta_seconds)}")
+    return " ".join(parts)
+
+
+def _table_names(snapshot: SnapshotView) -> list[str]:
+    names = list(snapshot.tables)
+    names += [scan.table for scan in snapshot.scanned if scan.table not in names]
+    if snapshot.current_table and snapshot.current_table not in names:
+        names.append(snapshot.current_table)
+    return names
+
+
+def _table_row(snapshot: SnapshotView, table: str, left: list[str]) -> tuple[ProgressBar, str, Text]:
+    """The bar, rows and status of one table of the snapshot; ``left`` the tables not read yet."""
+    scan = next((s for s in snapshot.scanned if s.table == table), None)
+    if scan is not None:
+        bar = ProgressBar(total=1, completed=1, width=BAR_WIDTH)
+        style = "green" if scan.status in GOOD_TABLE_STATUSES else "bold red"
+        return bar, f"{count(scan.rows)} rows", Text(scan.status.lower(), style=style)
+    if table != snapshot.current_table or not snapshot.active:
+        waiting = Text("waiting" if snapshot.active else "not read", style="dim")
+        return ProgressBar(total=1, completed=0, width=BAR_WIDTH), "", waiting
+    rows = snapshot.rows_scanned - sum(s.rows for s in snapshot.scanned)
+    share = (snapshot.estimated_rows or 0) - sum(s.rows for s in snapshot.scanned)
+    word = Text("paused", style="yellow") if snapshot.state == PAUSED else Text("reading", style="cyan")
+    if left == [table] and share > 0:  # the last table: what is left of the estimate is its own
+        total = max(share, rows)
+        return ProgressBar(total=total, completed=rows, width=BAR_WIDTH), f"{count(rows)} of ~{count(total)} rows", word
+    return ProgressBar(total=None, pulse=True, width=BAR_WIDTH), f"{count(rows)} rows", word
+
+
+def snapshot_progress(snapshot: SnapshotView, label: str = "") -> RenderableType:
+    """A bar per table, a bar for the whole snapshot (rows of the estimate, ETA) and its state."""
+    title = Text.assemble(
+        ("snapshot ", "bold"),
+        (snapshot_name(snapshot), "bold"),
+        f" ({snapshot.kind}{f' on {label}' if label else ''}) ",
+        _styled(snapshot.state, SNAPSHOT_STYLES),
+    )
+    grid = Table.grid(padding=(0, 2))
+    for _ in range(4):
+        grid.add_column()
+    names = _table_names(snapshot)
+    scanned = {scan.table for scan in snapshot.scanned}
+    left = [name for name in names if name not in scanned]
+    for name in names:
+        grid.add_row(name, *_table_row(snapshot, name, left))
+    if snapshot.state == COMPLETED:
+        overall = ProgressBar(total=1, completed=1, width=BAR_WIDTH)
+    elif snapshot.estimated_rows:
+        total = max(snapshot.estimated_rows, snapshot.rows_scanned)
+        overall = ProgressBar(total=total, completed=snapshot.rows_scanned, width=BAR_WIDTH)
+    elif snapshot.active:
+        overall = ProgressBar(total=None, pulse=True, width=BAR_WIDTH)
+    else:
+        overall = ProgressBar(total=1, completed=0, width=BAR_WIDTH)
+    grid.add_row(
+        Text("all tables", style="bold"), overall, snapshot_rows(snapshot), _styled(snapshot.state, SNAPSHOT_STYLES)
+    )
+    parts: list[RenderableType] = [title, grid]
+    if snapshot.problem:
+        parts.append(Text(f"problem: {snapshot.problem}", style="bold red"))
+    return Group(*parts)
+
+
+def snapshot_exit_code(snapshot: SnapshotView) -> int | None:
+    """None while it runs or is paused; 0 once completed; 1 when it failed, was aborted or rejected."""
+    if snapshot.active:
+        return None
+    return EXIT_OK if snapshot.state == COMPLETED else EXIT_FAILED
+
+
+def pick_snapshot(view: InstanceView, snapshot_id: str | None) -> SnapshotView | None:
+    """The snapshot ``snapshot_id``, else the running one (the first running or paused), else the
+    latest one that ended."""
+    if snapshot_id is not None:
+        return view.snapshot(snapshot_id)
+    return view.snapshots[0] if view.snapshots else None
+
+
+# -- instances --------------------------------------------------------------------------------------
+
+
+def _problem(view: InstanceView) -> Text:
+    """What is wrong (the instance cannot be reached, or it failed) and what to do about it."""
+    what = (view.problem or "unreachable") if not view.reachable else view.error
+    if not what:
+        return Text("")
+    return Text(f"{what}{f' (fix: {view.fix})' if view.fix else ''}", style="red")
+
+
+def instances_table(views: Sequence[InstanceView]) -> RenderableType:
+    """One row per instance (health, phase, lag, events/s, committed, the running snapshot), then
+    what is wrong with each that has a problem, in full: an error does not fit in a column."""
+    table = Table(box=None, header_style="bold", pad_edge=False)
+    for column in ("instance", "health", "phase", "lag", "events/s", "committed", "snapshot"):
+        table.add_column(column, justify="right" if column in ("events/s", "committed") else "left", no_wrap=True)
+    for view in views:
+        running = next((s for s in view.snapshots if s.active), None)
+        table.add_row(
+            view.label,
+            _styled(view.health, HEALTH_STYLES),
+            view.phase or "-",
+            lag_text(view.lag, view.lag_unit, view.caught_up),
+            rate(view.events_per_s),
+            count(view.committed_records) if view.reachable else "-",
+            snapshot_cell(running) if running else "",
+        )
+    problems = [Text.assemble(f"{view.label}: ", _problem(view)) for view in views if view.problem or view.error]
+    return Group(table, *problems) if problems else table
+
+
+def _tasks_table(view: InstanceView) -> Table:
+    """Per task: positions (committed, and read so far), lag, records committed and in flight."""
+    table = Table(box=None, header_style="bold", pad_edge=False)
+    for column in ("task", "phase", "committed", "current", "lag", "records", "pending"):
+        table.add_column(column, justify="right" if column in ("records", "pending") else "left", no_wrap=True)
+    for task in view.tasks:
+        table.add_row(
+            task.id,
+            task.phase,
+            task.committed or "-",
+            task.current or "-",
+            lag_text(task.lag, view.lag_unit),
+            count(task.committed_records),
+            count(task.pending),
+        )
+    return table
+
+
+def _notification_line(note: Notification) -> Text:
+    """``12:00:03 Incremental Snapshot IN_PROGRESS snap-1 public.t``: the id only where it names
+    a signal (each initial-snapshot notification has an id of its own)."""
+    data = note.additional_data
+    when = datetime.fromtimestamp(_int(note.timestamp) / 1000).strftime("%H:%M:%S")
+    parts = [when, note.aggregate_type, note.type]
+    parts += [] if note.aggregate_type == INITIAL else [data.get("signal_id") or note.id]
+    parts += [data.get("scanned_collection") or data.get("current_collection_in_progress") or ""]
+    rows = data.get("total_rows_scanned") or data.get("rows_scanned")
+    parts += [f"{count(_int(rows))} rows" if rows else "", data.get("status", ""), data.get("problem", "")]
+    return Text("  " + " ".join(part for part in parts if part), no_wrap=True, overflow="ellipsis")
+
+
+def instance_details(view: InstanceView, *, snapshots: int = 5, notifications: int = 5) -> RenderableType:
+    """One instance: its line, tasks, latest snapshots, error and fix, recent notifications."""
+    if not view.reachable:
+        return Text.assemble((view.label, "bold"), " ", _styled(view.health, HEALTH_STYLES), ": ", _problem(view))
+    head = Text.assemble(
+        (view.label, "bold"),
+        f" ({view.name}) " if view.name and view.name != view.label else " ",
+        _styled(view.health, HEALTH_STYLES),
+        f"  {view.state} · {view.phase} · {view.connector.rsplit('.', 1)[-1]}",
+    )
+    facts = (
+        f"url {view.url}   uptime {duration(view.uptime_s)}   lag {lag_text(view.lag, view.lag_unit, view.caught_up)}"
+        f"   {rate(view.events_per_s)} events/s   committed {count(view.committed_records)}"
+    )
+    parts: list[RenderableType] = [head, Text(facts)]
+    if view.error:
+        parts.append(Text.assemble(("error: ", "bold red"), view.error))
+        if view.fix:
+            parts.append(Text.assemble(("fix: ", "bold"), view.fix))
+    if view.tasks:
+        parts += [Text(""), _tasks_table(view)]
+    if view.snapshots:
+        parts.append(Text("\nsnapshots", style="bold"))
+        parts += [
+            Text(f"  {snapshot_line(s)}", style=SNAPSHOT_STYLES.get(s.state, "")) for s in view.snapshots[:snapshots]
+        ]
+    if view.notifications:
+        parts.append(Text("\nrecent notifications", style="bold"))
+        parts += [_notification_line(note) for note in view.notifications[:notifications]]
+    return Group(*parts)
+
+
+# -- the loops --------------------------------------------------------------------------------------
+
+
+def show_status(
+    observe: Callable[[], list[InstanceView]],
+    console: Console,
+    *,
+    single: bool,
+    as_json: bool = False,
+    watch: bool = False,
+    interval: float = INTERVAL,
+    sleep: Sleep = time.sleep,
+) -> int:
+    """``airflow-cdc status``: the instances once, or every ``interval`` s until Ctrl-C. With
+    ``single`` (one NAME), an unreachable instance exits 1."""
+
+    def render(views: list[InstanceView]) -> RenderableType:
+        if as_json:
+            return json.dumps(views[0].to_json() if single else [v.to_json() for v in views], default=str)
+        if not views:
+            return Text("no cdc_engine connections found; give NAME, --config FILE or --url URL")
+        return instance_details(views[0]) if single else instances_table(views)
+
+    views = observe()
+    if watch and console.is_terminal and not as_json:
+        with Live(render(views), console=console, auto_refresh=False) as live:
+            try:
+                while True:
+                    sleep(interval)
+                    views = observe()
+                    live.update(render(views), refresh=True)
+            except KeyboardInterrupt:
+                pass
+    else:
+        _print(console, render(views))
+        try:
+            while watch:
+                sleep(interval)
+                views = observe()
+                _print(console, render(views))
+        except KeyboardInterrupt:
+            pass
+    return EXIT_FAILED if single and views and not views[0].reachable else EXIT_OK
+
+
+def _print(console: Console, renderable: RenderableType) -> None:
+    if isinstance(renderable, str):  # JSON: neither wrapped nor highlighted
+        console.out(renderable, highlight=False)
+    else:
+        console.print(renderable)
+
+
+class _Follower:
+    """What ``snapshot watch`` knows between two observations."""
+
+    def __init__(self, label: str, snapshot_id: str | None) -> None:
+        self.label, self.snapshot_id = label, snapshot_id
+        self.reached = False
+        self.followed: SnapshotView | None = None
+
+    def step(self, view: InstanceView) -> tuple[RenderableType, str, int | None]:
+        """The display, its one-line form, and the exit code once there is one."""
+        if not view.reachable:
+            text = f"{self.label} unreachable: {_problem(view).plain}"
+            if not self.reached:  # never reached: nothing to follow
+                return Text(text, style="bold red"), text, EXIT_FAILED
+            return Text(f"{text} (trying again; Ctrl-C to leave)", style="red"), text, None
+        self.reached = True
+        snapshot = pick_snapshot(view, self.snapshot_id)
+        if snapshot is None:
+            what = f"snapshot {self.snapshot_id}" if self.snapshot_id else "a snapshot"
+            text = f"waiting for {what} on {self.label} (Ctrl-C to leave)"
+            return Text(text, style="dim"), text, None
+        self.snapshot_id = snapshot.id  # the one followed from now on, whatever starts later
+        self.followed = snapshot
+        return snapshot_progress(snapshot, self.label), snapshot_line(snapshot), snapshot_exit_code(snapshot)
+
+
+def follow_snapshot(
+    observe: Callable[[], InstanceView],
+    console: Console,
+    *,
+    label: str,
+    snapshot_id: str | None = None,
+    interval: float = INTERVAL,
+    sleep: Sleep = time.sleep,
+) -> int:
+    """``airflow-cdc snapshot watch``: follow one snapshot until it ends. Exit 0 once it
+    completed, 1 when it failed, was aborted or rejected (or the instance was never reached),
+    130 on Ctrl-C (the snapshot goes on)."""
+    follower = _Follower(label, snapshot_id)
+    live = Live(console=console, auto_refresh=True, refresh_per_second=4) if console.is_terminal else None
+    last_line = None
+    try:
+        if live is not None:
+            live.start()
+        while True:
+            display, line, code = follower.step(observe())
+            if live is not None:
+                live.update(display)
+            elif line != last_line:
+                console.print(Text(line), soft_wrap=True)
+                last_line = line
+            if code is not None:
+                break
+            sleep(interval)
+    except KeyboardInterrupt:
+        code = EXIT_INTERRUPTED
+        display = Text("stopped watching; the snapshot goes on", style="dim")
+    finally:
+        if live is not None:
+            live.stop()
+    if code == EXIT_INTERRUPTED or (live is None and follower.followed is not None):
+        console.print(display)  # in a log: the tables as they ended, after the lines
+    return code
