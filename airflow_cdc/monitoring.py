@@ -31,8 +31,9 @@ RECENT = 50
 SNAPSHOTS = 20
 RUNNING, PAUSED, COMPLETED = "running", "paused", "completed"
 ABORTED, REJECTED, FAILED = "aborted", "rejected", "failed"
-#: Table statuses after which a snapshot still delivered every row it was asked for.
-GOOD_TABLE_STATUSES = ("SUCCEEDED", "EMPTY")
+#: Table statuses that do not make a snapshot "failed": every row was read, or a person took the
+#: table out with a stop-snapshot signal (SKIPPED: asked for, so shown as a note, not a failure).
+GOOD_TABLE_STATUSES = ("SUCCEEDED", "EMPTY", "SKIPPED")
 
 
 @dataclass
@@ -322,6 +323,16 @@ def _ms(notification: Notification) -> int | None:
     return _int(notification.timestamp)
 
 
+def _with_task_estimates(views: tuple[SnapshotView, ...], status: InstanceStatus) -> tuple[SnapshotView, ...]:
+    """A running snapshot without an estimate yet (its first IN_PROGRESS comes after its first
+    chunk) takes the one its tasks report (``snapshot_total_rows``), when it is the only one."""
+    active = [view for view in views if view.active]
+    estimate = sum(int(task.source.get("snapshot_total_rows") or 0) for task in status.tasks)
+    if len(active) == 1 and active[0].estimated_rows is None and estimate:
+        active[0].estimated_rows = estimate
+    return views
+
+
 # -- errors and what to do about them -------------------------------------------------------------
 
 #: (substring of an error, what to do): the engine's errors mostly say it themselves; these are
@@ -430,7 +441,7 @@ class Monitor:
             tasks=tasks,
             error=error,
             fix=fix_for(error),
-            snapshots=self._snapshots.views(),
+            snapshots=_with_task_estimates(self._snapshots.views(), status),
             notifications=tuple(reversed(self._recent)),
             observed_at=now,
         )

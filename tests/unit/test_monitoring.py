@@ -242,3 +242,43 @@ def test_an_unreachable_instance_is_a_view_saying_why_never_an_exception(clock: 
 
     broken = Monitor("cdc_missing", no_connection).observe()
     assert (broken.reachable, broken.problem) == (False, "KeyError: 'cdc_missing'")
+
+
+def test_a_table_taken_out_by_stop_snapshot_does_not_fail_the_snapshot() -> None:
+    from airflow_cdc.monitoring import COMPLETED, SnapshotFold
+
+    fold = SnapshotFold()
+    fold.feed(
+        [
+            Notification("Incremental Snapshot", "STARTED", {"data_collections": "public.a, public.b"}, id="s1"),
+            Notification(
+                "Incremental Snapshot",
+                "TABLE_SCAN_COMPLETED",
+                {"data_collection": "public.a", "total_rows_scanned": "10", "status": "SUCCEEDED"},
+                id="s1",
+            ),
+            Notification(
+                "Incremental Snapshot",
+                "TABLE_SCAN_COMPLETED",
+                {"data_collection": "public.b", "total_rows_scanned": "0", "status": "SKIPPED"},
+                id="s1",
+            ),
+            Notification("Incremental Snapshot", "COMPLETED", {}, id="s1"),
+        ]
+    )
+    (view,) = fold.views()
+    assert view.state == COMPLETED and view.problem is None
+    assert [(s.table, s.status) for s in view.scanned] == [("public.a", "SUCCEEDED"), ("public.b", "SKIPPED")]
+
+
+def test_a_running_snapshot_without_an_estimate_takes_its_tasks_figure() -> None:
+    from airflow_cdc.engine.server.models import InstanceStatus, TaskStatus
+    from airflow_cdc.monitoring import SnapshotFold, _with_task_estimates
+
+    fold = SnapshotFold()
+    fold.feed([Notification("Incremental Snapshot", "STARTED", {"data_collections": "public.a"}, id="s1")])
+    status = InstanceStatus(
+        "shop", "run", "POLLING_TASKS", "snapshotting", tasks=(TaskStatus("t0", source={"snapshot_total_rows": 500}),)
+    )
+    (view,) = _with_task_estimates(fold.views(), status)
+    assert view.estimated_rows == 500 and view.percent == 0.0
