@@ -21,8 +21,10 @@ def _parser() -> argparse.ArgumentParser:
     parser.add_argument("-v", "--verbose", action="store_true", help="log the engine's state changes")
     commands = parser.add_subparsers(dest="command", required=True)
     demo = commands.add_parser("demo", help="run the end-to-end demo on embedded defaults")
-    demo.add_argument("--writes", type=int, default=600, help="transactions in the write load (default 600)")
-    demo.add_argument("--show", type=int, default=4, help="events printed (default 4)")
+    demo.add_argument("--rows", type=int, default=5000, help="rows of the sample orders table (default 5000)")
+    demo.add_argument("--writes", type=float, default=20, help="write transactions per second (default 20; 0: none)")
+    demo.add_argument("--kafka", action="store_true", help="Kafka sink on a throwaway broker (default: changelog)")
+    demo.add_argument("--skip-airflow", action="store_true", help="leave out the part run with Airflow's dag.test()")
 
     engine = commands.add_parser("engine", help="run and manage engine instances").add_subparsers(
         dest="action", required=True
@@ -128,13 +130,17 @@ def main(argv: list[str] | None = None) -> int:
 
 
 def _demo(args: argparse.Namespace) -> int:
-    from airflow_cdc.demo import run_demo
+    from airflow_cdc.demo import DemoFailed, DemoOptions, run_demo
 
+    options = DemoOptions(rows=args.rows, writes=args.writes, kafka=args.kafka, airflow=not args.skip_airflow)
     try:
-        run_demo(writes=args.writes, show=args.show)
-    except (AssertionError, TimeoutError) as exc:
-        print(f"demo check FAILED: {exc}", file=sys.stderr)
+        run_demo(options)
+    except DemoFailed as exc:
+        print(f"demo FAILED: {exc}", file=sys.stderr)
         return EXIT_FAILED
+    except KeyboardInterrupt:
+        print("demo interrupted; everything it started was stopped and removed", file=sys.stderr)
+        return 130
     return 0
 
 
