@@ -115,11 +115,17 @@ class SourceConnector(abc.ABC):
 
 #: ``connector.class`` values: short names, Debezium's Java class names, and Python paths.
 _POSTGRES = "airflow_cdc.engine.sources.postgres.connector:PostgresConnector"
+_MYSQL = "airflow_cdc.engine.sources.mysql.connector:MySqlConnector"
+_MARIADB = "airflow_cdc.engine.sources.mysql.connector:MariaDbConnector"
 CONNECTOR_CLASSES: dict[str, str] = {
     "synthetic": "airflow_cdc.engine.sources.synthetic:SyntheticConnector",
     "postgres": _POSTGRES,
     "postgresql": _POSTGRES,
     "io.debezium.connector.postgresql.PostgresConnector": _POSTGRES,
+    "mysql": _MYSQL,
+    "mariadb": _MARIADB,
+    "io.debezium.connector.mysql.MySqlConnector": _MYSQL,
+    "io.debezium.connector.mariadb.MariaDbConnector": _MARIADB,
 }
 
 

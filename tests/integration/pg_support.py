@@ -13,7 +13,7 @@ from typing import Any
 
 import psycopg
 
-CHILD = Path(__file__).with_name("pg_engine_child.py")
+CHILD = Path(__file__).with_name("engine_child.py")
 
 
 def engine_config(pg_server: Any, database: str, **extra: Any) -> dict[str, Any]:

@@ -26,6 +26,7 @@ from typing import Any
 
 import orjson
 
+from airflow_cdc.engine.config import Field
 from airflow_cdc.engine.signals.signal import Signal, SignalError, parse_signal
 
 log = logging.getLogger(__name__)
@@ -293,6 +294,16 @@ class KafkaChannel(SignalChannel):
 
     def close(self) -> None:
         self._consumer.close()
+
+
+#: The signal channels' settings (Debezium's names), shared by the database sources.
+SIGNAL_FIELDS = (
+    Field("signal.enabled.channels", type="list", default=["source", "api"], doc="source, api, file, kafka."),
+    Field("signal.file", default="file-signals.txt", doc="The file channel's file (JSON lines)."),
+    Field("signal.kafka.topic", default="", doc="The Kafka channel's topic (record key = topic.prefix)."),
+    Field("signal.kafka.bootstrap.servers", default=""),
+    Field("signal.kafka.groupId", default="kafka-signal"),
+)
 
 
 def configured_channels(settings: Mapping[str, Any]) -> tuple[bool, dict[str, Callable[[], SignalChannel]]]:

@@ -4,6 +4,8 @@
 from __future__ import annotations
 
 from airflow_cdc.engine.config import ConfigDef, Field
+from airflow_cdc.engine.signals.channels import SIGNAL_FIELDS
+from airflow_cdc.engine.snapshots.coordinator import INCREMENTAL_SNAPSHOT_FIELDS
 
 POSTGRES_CONFIG = ConfigDef(
     [
@@ -89,33 +91,8 @@ POSTGRES_CONFIG = ConfigDef(
             doc="The signal table, schema.table: (id varchar(42) primary key, type varchar(32) not null, "
             "data varchar(2048)).",
         ),
-        Field("signal.enabled.channels", type="list", default=["source", "api"], doc="source, api, file, kafka."),
-        Field("signal.file", default="file-signals.txt", doc="The file channel's file (JSON lines)."),
-        Field("signal.kafka.topic", default="", doc="The Kafka channel's topic (record key = topic.prefix)."),
-        Field("signal.kafka.bootstrap.servers", default=""),
-        Field("signal.kafka.groupId", default="kafka-signal"),
-        Field(
-            "incremental.snapshot.chunk.size",
-            type="int",
-            default=1024,
-            minimum=1,
-            doc="Rows per window (Debezium's default). Larger chunks cost fewer watermarks and round "
-            "trips per row: 8192 ran 1.2-1.5x faster than 1024 here, holding one chunk more in memory.",
-        ),
-        Field(
-            "incremental.snapshot.max.threads",
-            type="int",
-            default=1,
-            minimum=1,
-            doc="Chunk readers per window: each reads a chunk of its own key range on its own connection. "
-            "Pays when the server's reading is the slow part (big rows, a busy or distant server); on "
-            "a 2-core machine one reader was faster (README, Benchmarks).",
-        ),
-        Field(
-            "incremental.snapshot.watermarking.strategy",
-            default="insert_insert",
-            choices=("insert_insert", "insert_delete"),
-        ),
+        *SIGNAL_FIELDS,
+        *INCREMENTAL_SNAPSHOT_FIELDS,
         Field(
             "read.only",
             type="bool",

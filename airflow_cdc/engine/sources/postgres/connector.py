@@ -6,7 +6,6 @@ from __future__ import annotations
 import logging
 import re
 import time
-from collections import deque
 from collections.abc import Iterator, Mapping
 from typing import Any
 
@@ -18,6 +17,8 @@ from airflow_cdc.engine.errors import CdcError, ConfigProblem
 from airflow_cdc.engine.notifications import InitialSnapshotNotifications
 from airflow_cdc.engine.positions import Phase, SourcePosition
 from airflow_cdc.engine.records import Offset, SourceRecord
+from airflow_cdc.engine.snapshots.coordinator import SnapshotCoordinator
+from airflow_cdc.engine.snapshots.handover import HandOver
 from airflow_cdc.engine.sources.postgres import catalog as cat
 from airflow_cdc.engine.sources.postgres import pgoutput
 from airflow_cdc.engine.sources.postgres.changes import (
@@ -29,7 +30,6 @@ from airflow_cdc.engine.sources.postgres.changes import (
 from airflow_cdc.engine.sources.postgres.config import POSTGRES_CONFIG
 from airflow_cdc.engine.sources.postgres.incremental import PostgresChunkSource
 from airflow_cdc.engine.sources.postgres.positions import POSTGRES_POSITIONS, lsn_offset
-from airflow_cdc.engine.sources.postgres.signalling import Signalling
 from airflow_cdc.engine.sources.postgres.snapshot import SnapshotReader
 from airflow_cdc.engine.sources.postgres.stream import ReplicationStream, SlotActiveError
 from airflow_cdc.engine.sources.postgres.task_config import TASK_DATABASE, TASK_SEVERAL, PostgresTaskConfig
@@ -119,10 +119,9 @@ class PostgresTask(SourceTask):
             messages=task.message_filter(),
         )
         self.plans = self._plans(tables)
-        self.signalling = Signalling(
+        self.signalling = SnapshotCoordinator.for_task(
+            context,
             settings=s,
-            context=context,
-            builder=self.builder,
             source=PostgresChunkSource(
                 self.catalog_conn,
                 {t.qualified: (t, plan) for t, plan in self.plans},
@@ -138,17 +137,21 @@ class PostgresTask(SourceTask):
                 modes=self.modes,
                 lookup=self.catalog.type,
             ),
+            partition=self.partition,
+            position=self._stream_position,
             signal_topic=task.topic(*self.signal_table) if self.signal_table else None,
-            resume=offset,
             qualifier=self.database if task.several else None,  # signals may name db.schema.table
         )
         self._blocking: str | None = None  # the signal id of a running blocking snapshot
-        # Polled but not yet handed over, in order: a released chunk is thousands of records.
-        self._backlog: deque[Iterator[list[SourceRecord]]] = deque()
+        self._handover = HandOver()  # polled but not yet handed over (a released chunk)
         self.stream = ReplicationStream.connect(self.conninfo)
         self._position(offset, tables)
         self._last_activity = time.monotonic()
         self._last_keepalive_marker = 0.0
+
+    def _stream_position(self) -> Offset:
+        # The end of the last transaction streamed completely: committing it loses nothing.
+        return {**self.builder.offset(self.builder.last_completed), "txId": None}
 
     # -- where to begin -------------------------------------------------------------------------
     def _position(self, offset: Offset | None, tables: list[cat.TableColumns]) -> None:
@@ -292,9 +295,9 @@ class PostgresTask(SourceTask):
 
     def _poll_stream(self) -> list[SourceRecord]:
         assert self.stream is not None
-        if self._backlog:
+        if self._handover.pending:
             self.signalling.kick()  # the next window is read while these rows are delivered
-            return self._from_backlog()
+            return self._handover.next()
         records: list[SourceRecord] = []
         deadline = time.monotonic() + self.settings["poll.interval.ms"] / 1000
         limit = min(self.settings["max.batch.size"], POLL_BATCH)
@@ -319,24 +322,7 @@ class PostgresTask(SourceTask):
         if any(r.topic for r in records):
             self._last_activity = time.monotonic()
         self._maybe_heartbeat()
-        if len(segments) == 1:  # no window closed: the records as they are
-            only = segments[0]
-            assert isinstance(only, list)
-            return only + notifications if notifications else only
-        segments.append(notifications)
-        self._backlog.extend(iter((s,)) if isinstance(s, list) else s for s in segments)
-        return self._from_backlog()
-
-    def _from_backlog(self) -> list[SourceRecord]:
-        """A released snapshot chunk is thousands of records: hand them over a batch at a time,
-        in order (big batches cost more per record than they save, see SNAPSHOT_BATCH)."""
-        while self._backlog:
-            batch = next(self._backlog[0], None)
-            if batch is None:
-                self._backlog.popleft()
-            elif batch:
-                return batch
-        return []
+        return self._handover.first(segments, notifications)
 
     def _keepalive_may_advance(self, wal_end: int) -> bool:
         # Between transactions, the server's WAL end is a safe flush position: whatever is still

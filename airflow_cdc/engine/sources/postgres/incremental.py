@@ -31,7 +31,14 @@ from airflow_cdc.engine.errors import RetriableError
 from airflow_cdc.engine.records import Offset, Partition, SourceRecord
 from airflow_cdc.engine.signals import watermark
 from airflow_cdc.engine.signals.signal import WINDOW_CLOSE, WINDOW_OPEN, SignalError
-from airflow_cdc.engine.snapshots.chunks import NO_PRIMARY_KEY, UNKNOWN_SCHEMA, Chunk, TablePlan, TableReadError
+from airflow_cdc.engine.snapshots.chunks import (
+    NO_PRIMARY_KEY,
+    UNKNOWN_SCHEMA,
+    Chunk,
+    TablePlan,
+    TableReadError,
+    check_single_predicate,
+)
 from airflow_cdc.engine.sources.postgres import blocking
 from airflow_cdc.engine.sources.postgres.catalog import TableColumns
 from airflow_cdc.engine.sources.postgres.changes import CONNECTOR, WATERMARK_PREFIX, TableSchema
@@ -148,11 +155,7 @@ class PostgresChunkSource:
 
     @_engine_errors
     def check_filter(self, table: str, predicate: str) -> None:
-        if _FORBIDDEN.search(predicate) or not _balanced(predicate):
-            raise SignalError(
-                f"filter {predicate!r} for {table} is not a single predicate: no ';', comments or unbalanced "
-                "parentheses (write e.g. \"color = 'blue' and id > 100\")"
-            )
+        check_single_predicate(table, predicate, _FORBIDDEN)
         if table not in self._tables:
             return  # reported as UNKNOWN_SCHEMA when its turn comes
         query = sql.SQL("select 1 from {} where ({}) limit 0").format(self._ident(table), sql.SQL(predicate))
@@ -510,17 +513,3 @@ class _ChunkRows:
 def _reader_connection(conninfo: str) -> psycopg.Connection[tuple[Any, ...]]:
     """Autocommit: every transaction on it is explicit (``BEGIN [READ ONLY]; ...; COMMIT``)."""
     return psycopg.connect(conninfo, autocommit=True)
-
-
-def _balanced(text: str) -> bool:
-    depth = 0
-    quoted = False
-    for char in text:
-        if char == "'":
-            quoted = not quoted
-        elif not quoted:
-            depth += char == "("
-            depth -= char == ")"
-            if depth < 0:
-                return False
-    return depth == 0 and not quoted

@@ -1,4 +1,4 @@
-"""Child process: a PostgreSQL engine writing every event it delivers to an append-only log.
+"""Child process: an engine (any source) writing every event it delivers to an append-only log.
 argv: config JSON, log path, offsets path. SIGTERM stops it cleanly."""
 
 from __future__ import annotations

@@ -1,0 +1,1 @@
+"""MySQL and MariaDB: the row binlog through mysql-replication, GTID and binlog positions."""

@@ -1,0 +1,157 @@
+"""Binlog items and snapshot rows -> Debezium's MySQL/MariaDB change records.
+
+The ``source`` block has Debezium's MySQL fields in its order: the common head, then ``table``,
+``server_id``, ``gtid``, ``file``, ``pos``, ``row``, ``thread``, ``query``. The key is the
+primary key's columns (null for a table without one). A primary-key change is a delete (and its
+tombstone) of the old key, then a create, as Debezium emits it.
+"""
+
+from __future__ import annotations
+
+import logging
+import time
+from collections.abc import Callable, Sequence
+from dataclasses import dataclass
+from typing import Any
+
+from airflow_cdc.engine.envelope import source_info
+from airflow_cdc.engine.records import Partition, SourceRecord
+from airflow_cdc.engine.sources.mysql.binlog import EventSource, RowChange
+from airflow_cdc.engine.sources.mysql.ddl import Table
+from airflow_cdc.engine.sources.mysql.types import (
+    Converter,
+    ValueModes,
+    binlog_converter,
+    binlog_null_value,
+    snapshot_converter,
+)
+
+log = logging.getLogger(__name__)
+
+
+@dataclass(frozen=True)
+class RowPlan:
+    """How one table's rows become Debezium values (columns Debezium leaves out are out)."""
+
+    table: Table
+    topic: str
+    columns: tuple[tuple[int, str, Converter], ...]
+    key: tuple[str, ...]
+
+    def row(self, values: Sequence[Any], odd_nulls: dict[str, str] | None = None) -> dict[str, Any]:
+        try:
+            row = {n: None if (v := values[i]) is None else c(v) for i, n, c in self.columns}
+        except (ValueError, TypeError, ArithmeticError):
+            row = self._careful(values)
+        if odd_nulls:
+            for index, name, _ in self.columns:
+                if name in odd_nulls and values[index] is None:
+                    row[name] = binlog_null_value(self.table.columns[index], ValueModes(), odd_nulls[name])
+        return row
+
+    def _careful(self, values: Sequence[Any]) -> dict[str, Any]:
+        out: dict[str, Any] = {}
+        for index, name, convert in self.columns:
+            value = values[index]
+            try:
+                out[name] = None if value is None else convert(value)
+            except (ValueError, TypeError, ArithmeticError) as exc:
+                log.warning("%s.%s: cannot convert %r (%s); emitting its text", self.topic, name, value, exc)
+                out[name] = str(value)
+        return out
+
+    def key_of(self, row: dict[str, Any] | None) -> dict[str, Any] | None:
+        if not self.key or row is None:
+            return None
+        return {name: row.get(name) for name in self.key}
+
+
+def plan(table: Table, topic: str, modes: ValueModes, *, snapshot: bool) -> RowPlan:
+    choose = snapshot_converter if snapshot else binlog_converter
+    columns = []
+    for index, column in enumerate(table.columns):
+        convert = choose(column, modes)
+        if convert is not None:
+            columns.append((index, column.name, convert))
+    return RowPlan(table, topic, tuple(columns), table.key)
+
+
+class ChangeBuilder:
+    def __init__(
+        self,
+        *,
+        connector: str,
+        server: str,
+        partition: Partition,
+        tombstones: bool,
+        skipped: frozenset[str],
+        extra_offset: Callable[[], dict[str, Any]],
+    ) -> None:
+        self.connector, self.server, self.partition = connector, server, partition
+        self._tombstones, self._skipped, self._extra = tombstones, skipped, extra_offset
+
+    def source(self, db: str, table: str, where: EventSource | None, *, snapshot: str, row: int = 0) -> dict[str, Any]:
+        ts_ns = (where.ts_sec if where else time.time_ns() // 1_000_000_000) * 1_000_000_000
+        return source_info(
+            connector=self.connector,
+            name=self.server,
+            ts_ns=ts_ns if where else time.time_ns(),
+            db=db,
+            snapshot=snapshot,
+            table=table,
+            server_id=where.server_id if where else 0,
+            gtid=where.gtid if where else None,
+            file=where.file if where else "",
+            pos=where.pos if where else 0,
+            row=row,
+            thread=where.thread if where else None,
+            query=None,
+        )
+
+    def changes(self, rows: RowPlan, change: RowChange) -> list[SourceRecord]:
+        if change.op in self._skipped:
+            return []
+        before = rows.row(change.before, change.odd_nulls_before) if change.before is not None else None
+        after = rows.row(change.after, change.odd_nulls_after) if change.after is not None else None
+        source = self.source(change.database, change.table, change.source, snapshot="false", row=change.row)
+        offset = {**change.offset, **self._extra()}
+        ts_ms = change.source.ts_sec * 1000
+        if change.op == "u" and rows.key and rows.key_of(before) != rows.key_of(after):
+            return self._delete(rows, before, source, offset, ts_ms) + self._emit(
+                rows, "c", None, after, source, offset, ts_ms
+            )
+        if change.op == "d":
+            return self._delete(rows, before, source, offset, ts_ms)
+        return self._emit(rows, change.op, before, after, source, offset, ts_ms)
+
+    def _delete(self, rows: RowPlan, before: Any, source: Any, offset: Any, ts_ms: int) -> list[SourceRecord]:
+        records = self._emit(rows, "d", before, None, source, offset, ts_ms)
+        if records and self._tombstones:
+            records.append(records[0].replace(value=None))
+        return records
+
+    def _emit(
+        self, rows: RowPlan, op: str, before: Any, after: Any, source: dict[str, Any], offset: Any, ts_ms: int
+    ) -> list[SourceRecord]:
+        if op in self._skipped:
+            return []
+        now = time.time_ns()
+        value = {
+            "before": before,
+            "after": after,
+            "source": source,
+            "transaction": None,
+            "op": op,
+            "ts_ms": now // 1_000_000,
+            "ts_us": now // 1_000,
+            "ts_ns": now,
+        }
+        key = rows.key_of(after if after is not None else before)
+        return [SourceRecord(rows.topic, key, value, self.partition, offset, ts_ms)]
+
+    def snapshot_record(
+        self, rows: RowPlan, values: Sequence[Any], offset: dict[str, Any], marker: str
+    ) -> SourceRecord:
+        after = rows.row(values)
+        source = self.source(rows.table.database, rows.table.name, None, snapshot=marker)
+        return self._emit(rows, "r", None, after, source, offset, source["ts_ms"])[0]

@@ -1,0 +1,68 @@
+"""The MySQL/MariaDB connector's configuration, with Debezium's property names and defaults
+(except ``heartbeat.interval.ms``: on by default here, as for PostgreSQL)."""
+
+from __future__ import annotations
+
+from airflow_cdc.engine.config import ConfigDef, Field
+from airflow_cdc.engine.signals.channels import SIGNAL_FIELDS
+from airflow_cdc.engine.snapshots.coordinator import INCREMENTAL_SNAPSHOT_FIELDS
+
+MYSQL_CONFIG = ConfigDef(
+    [
+        Field("topic.prefix", doc="Logical name of the server; the prefix of every topic.", fix="set topic.prefix"),
+        Field("database.hostname", default="127.0.0.1"),
+        Field("database.port", type="int", default=3306, minimum=1),
+        Field("database.user", default="root"),
+        Field("database.password", default=""),
+        Field(
+            "database.server.id",
+            type="int",
+            default=0,
+            minimum=0,
+            doc="This replica's server id, unique among the server's replicas (0: derived from topic.prefix).",
+        ),
+        Field("database.include.list", type="list", default=[]),
+        Field("database.exclude.list", type="list", default=[]),
+        Field("table.include.list", type="list", default=[]),
+        Field("table.exclude.list", type="list", default=[]),
+        Field(
+            "snapshot.mode",
+            default="initial",
+            choices=("initial", "initial_only", "no_data", "when_needed"),
+            aliases={"never": "no_data", "schema_only": "no_data"},
+        ),
+        Field("snapshot.fetch.size", type="int", default=10240, minimum=1),
+        Field("decimal.handling.mode", default="precise", choices=("precise", "double", "string")),
+        Field(
+            "time.precision.mode",
+            default="adaptive_time_microseconds",
+            choices=("adaptive_time_microseconds", "connect"),
+        ),
+        Field("bigint.unsigned.handling.mode", default="long", choices=("long", "precise")),
+        Field("binary.handling.mode", default="bytes", choices=("bytes", "base64", "base64-url-safe", "hex")),
+        Field(
+            "heartbeat.interval.ms",
+            type="int",
+            default=10_000,
+            minimum=0,
+            doc="Move the committed position this often on an idle or filtered stream (0: off).",
+        ),
+        Field("tombstones.on.delete", type="bool", default=True),
+        Field("skipped.operations", type="list", default=["t"]),
+        Field("max.batch.size", type="int", default=2048, minimum=1),
+        Field("poll.interval.ms", type="int", default=500, minimum=0),
+        Field(
+            "schema.history.internal.file.filename",
+            default="",
+            doc="The schema history (JSON lines); default: beside the file offset store, else in memory.",
+        ),
+        Field(
+            "signal.data.collection",
+            default="",
+            doc="The signal table, database.table: (id varchar(42) primary key, type varchar(32) not null, "
+            "data varchar(2048)).",
+        ),
+        *SIGNAL_FIELDS,
+        *INCREMENTAL_SNAPSHOT_FIELDS,
+    ]
+)

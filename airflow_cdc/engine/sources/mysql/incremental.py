@@ -1,0 +1,350 @@
+"""MySQL's and MariaDB's side of incremental snapshots (a :class:`ChunkSource`): key-ordered
+chunks read between watermark rows written into the signal table (Debezium's default for MySQL),
+which the binlog then brings back in commit order.
+
+Which changes drop a chunk row needs no read visibility here (``Chunk.visibility`` is None: every
+change streamed since the window was queued drops its row). A transaction is in the binlog a
+moment before InnoDB makes it visible, but both servers commit in binlog order
+(``binlog_order_commits``, MariaDB's ordered group commit): once the open watermark's INSERT has
+returned, every transaction before it in the binlog is visible, so the chunk read after it misses
+none of them; those after it are streamed after the window was queued.
+
+Chunk keys travel as text (the JSON of the offsets' snapshot context) and are compared by the
+server with the bound cast back to the column's type (``CAST('42' AS SIGNED)``), binary keys as
+hex; composite keys are compared column by column (``k1 > a or (k1 = a and k2 > b)``, which the
+optimizer turns into a range). pymysql's errors stay here: a lost connection leaves as
+RetriableError, any other refused query as TableReadError.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import functools
+import re
+import time
+from collections.abc import Callable, Hashable, Iterator, Sequence
+from typing import Any, ParamSpec, TypeVar
+
+import pymysql
+
+from airflow_cdc.engine.errors import RetriableError
+from airflow_cdc.engine.records import Offset, SourceRecord
+from airflow_cdc.engine.signals import watermark
+from airflow_cdc.engine.signals.signal import WINDOW_CLOSE, WINDOW_OPEN, SignalError
+from airflow_cdc.engine.snapshots.chunks import (
+    NO_PRIMARY_KEY,
+    UNKNOWN_SCHEMA,
+    Chunk,
+    TablePlan,
+    TableReadError,
+    check_single_predicate,
+)
+from airflow_cdc.engine.sources.mysql.changes import ChangeBuilder, RowPlan
+from airflow_cdc.engine.sources.mysql.changes import plan as row_plan
+from airflow_cdc.engine.sources.mysql.ddl import Table
+from airflow_cdc.engine.sources.mysql.types import MySqlColumn, ValueModes
+
+P = ParamSpec("P")
+R = TypeVar("R")
+#: What makes a filter more than one predicate: a statement's end, comments (MySQL's ``#`` too).
+_FORBIDDEN = re.compile(r";|--|/\*|#")
+#: Errors of a connection, not of a query: the server went away, is shutting down, killed us.
+_CONNECTION_ERRORS = frozenset((1053, 1077, 1152, 1158, 1159, 1160, 1161, 1927))
+_INTEGERS = frozenset(("tinyint", "smallint", "mediumint", "int", "bigint", "year"))
+_BINARY = frozenset(("binary", "varbinary", "tinyblob", "blob", "mediumblob", "longblob"))
+TableKey = tuple[str, str]
+
+
+def _engine_errors(method: Callable[P, R]) -> Callable[P, R]:
+    """pymysql's errors as the engine's: RetriableError for a lost connection, TableReadError
+    for a query the server refused."""
+
+    @functools.wraps(method)
+    def mapped(*args: P.args, **kwargs: P.kwargs) -> R:
+        try:
+            return method(*args, **kwargs)
+        except pymysql.Error as exc:
+            code = exc.args[0] if exc.args and isinstance(exc.args[0], int) else 0
+            if isinstance(exc, pymysql.InterfaceError) or code >= 2000 or code in _CONNECTION_ERRORS:
+                raise RetriableError(f"incremental snapshot: the database went away: {exc}") from exc
+            raise TableReadError(str(exc).strip()) from exc
+
+    return mapped
+
+
+def _quote(name: str) -> str:
+    return "`" + name.replace("`", "``") + "`"
+
+
+def key_text(column: MySqlColumn) -> str:
+    """SQL of a key column's text, as the chunk cursor keeps it."""
+    if column.data_type in _BINARY:
+        return f"HEX({_quote(column.name)})"
+    return f"CAST({_quote(column.name)} AS CHAR)"
+
+
+def key_bound(column: MySqlColumn) -> str:
+    """SQL of a bound for the column, from such a text (a ``%s`` placeholder)."""
+    kind = column.data_type
+    if kind in _INTEGERS:
+        return "CAST(%s AS UNSIGNED)" if column.unsigned else "CAST(%s AS SIGNED)"
+    if kind == "decimal":
+        return f"CAST(%s AS DECIMAL({column.precision or 10},{column.scale or 0}))"
+    if kind in ("datetime", "timestamp"):
+        return f"CAST(%s AS DATETIME({column.fsp or 0}))"
+    if kind == "time":
+        return f"CAST(%s AS TIME({column.fsp or 0}))"
+    if kind == "date":
+        return "CAST(%s AS DATE)"
+    if kind in ("float", "double"):
+        return "CAST(%s AS DOUBLE)"
+    if kind in _BINARY:
+        return "UNHEX(%s)"
+    return "%s"  # strings: compared with the column's collation
+
+
+def compare(columns: Sequence[MySqlColumn], operator: str) -> str:
+    """``(k1, k2) <operator> (b1, b2)`` for ``>`` or ``<=``, column by column."""
+    strict = operator.rstrip("=")
+    names = [_quote(c.name) for c in columns]
+    bounds = [key_bound(c) for c in columns]
+    last = len(columns) - 1
+    terms = []
+    for i in range(len(columns)):
+        equal = [f"{names[j]} = {bounds[j]}" for j in range(i)]
+        op = operator if i == last else strict
+        terms.append("(" + " and ".join([*equal, f"{names[i]} {op} {bounds[i]}"]) + ")")
+    return "(" + " or ".join(terms) + ")"
+
+
+def compare_args(bound: Sequence[str], operator: str) -> list[str]:
+    """The placeholders' values of :func:`compare`, in order."""
+    return [value for i in range(len(bound)) for value in (*bound[:i], bound[i])]
+
+
+class MySqlChunkSource:
+    """``tables``: the schema history's definitions (read, never changed, from the reader
+    thread); ``connect``: a new connection (the reader thread's). ``conn`` is the task thread's."""
+
+    def __init__(
+        self,
+        conn: Any,
+        connect: Callable[[], Any],
+        tables: Callable[[], dict[TableKey, Table]],
+        *,
+        captured: Callable[[str, str], bool],
+        topic: Callable[[str, str], str],
+        builder: ChangeBuilder,
+        modes: ValueModes,
+        signal_table: TableKey | None,
+        strategy: str,
+        batch: int = 256,
+    ) -> None:
+        self._conn, self._connect, self._tables = conn, connect, tables
+        self._captured, self._topic, self._builder, self._modes = captured, topic, builder, modes
+        self._signal, self._strategy, self._batch = signal_table, strategy, batch
+        self._window_conn: Any = None
+        self._surrogates: dict[str, str] = {}
+
+    # -- tables ----------------------------------------------------------------------------------
+    def snapshot_tables(self) -> list[str]:
+        return sorted(f"{d}.{t}" for d, t in list(self._tables()) if self._captured(d, t) and (d, t) != self._signal)
+
+    def topic_of(self, table: str) -> str:
+        return self._topic(*_split(table))
+
+    def _table(self, name: str) -> Table | None:
+        return self._tables().get(_split(name))
+
+    def check_table(self, plan: TablePlan) -> str | None:
+        table = self._table(plan.name)
+        if table is None:
+            return UNKNOWN_SCHEMA
+        try:
+            self._key(plan, table)
+        except LookupError:
+            return NO_PRIMARY_KEY
+        return None
+
+    def _key(self, plan: TablePlan, table: Table) -> tuple[MySqlColumn, ...]:
+        names = [plan.surrogate_key] if plan.surrogate_key else list(table.key)
+        if not names:
+            raise LookupError(f"{plan.name} has no primary key")
+        by_name = {c.name: c for c in table.columns}
+        if any(n not in by_name for n in names):
+            raise LookupError(f"{plan.name} has no column {plan.surrogate_key!r}")
+        if plan.surrogate_key and not table.key:
+            self._surrogates[self.topic_of(plan.name)] = plan.surrogate_key
+        return tuple(by_name[n] for n in names)
+
+    @_engine_errors
+    def check_filter(self, table: str, predicate: str) -> None:
+        check_single_predicate(table, predicate, _FORBIDDEN)
+        if self._table(table) is None:
+            return  # reported as UNKNOWN_SCHEMA when its turn comes
+        try:
+            with self._read_only(self._conn) as cur:
+                cur.execute(f"select 1 from {self._ident(table)} where ({predicate}) limit 0")
+        except pymysql.Error as exc:
+            raise SignalError(f"filter {predicate!r} for {table} is refused by the server: {exc}") from None
+
+    @_engine_errors
+    def estimate_rows(self, table: str) -> int:
+        with self._conn.cursor() as cur:
+            cur.execute(
+                "select table_rows from information_schema.tables where table_schema = %s and table_name = %s",
+                _split(table),
+            )
+            found = cur.fetchone()
+        return int(found[0] or 0) if found else 0
+
+    # -- reading ----------------------------------------------------------------------------------
+    @_engine_errors
+    def max_key(self, plan: TablePlan) -> tuple[str, ...] | None:
+        table = self._table(plan.name)
+        assert table is not None
+        key = self._key(plan, table)
+        where, args = self._where(plan, key, None, None)
+        order = ", ".join(f"{_quote(c.name)} desc" for c in key)
+        texts = ", ".join(key_text(c) for c in key)
+        with self._read_only(self._conn) as cur:
+            cur.execute(f"select {texts} from {self._ident(plan.name)}{where} order by {order} limit 1", args)
+            row = cur.fetchone()
+        return None if row is None else tuple(_text(v) for v in row)
+
+    @_engine_errors
+    def read_window(
+        self,
+        window_id: str,
+        plan: TablePlan,
+        after: tuple[str, ...] | None,
+        upto: tuple[str, ...],
+        limit: int,
+        correlation_id: str | None = None,
+    ) -> Chunk:
+        """The open watermark, the chunk's read-only transaction and the close watermark, each
+        committed before the next begins: the chunk's snapshot is taken after the open
+        watermark is in the binlog, and the close watermark follows it."""
+        table = self._table(plan.name)
+        assert table is not None
+        key = self._key(plan, table)
+        conn = self._window()
+        opened = time.time_ns()
+        self._watermark(conn, window_id, "open", watermark.metadata(opened, None, correlation_id, plan.name))
+        where, args = self._where(plan, key, after, upto)
+        columns = ", ".join(_quote(c.name) for c in table.columns)
+        order = ", ".join(_quote(c.name) for c in key)
+        texts = ", ".join(key_text(c) for c in key)
+        query = f"select {columns}, {texts} from {self._ident(plan.name)}{where} order by {order} limit {int(limit)}"
+        with self._read_only(conn) as cur:
+            cur.execute(query, args)
+            rows = list(cur.fetchall())
+        closing = watermark.metadata(opened, time.time_ns(), correlation_id, plan.name)
+        self._watermark(conn, window_id, "close", closing)
+        width = len(table.columns)
+        last_key = tuple(_text(v) for v in rows[-1][width:]) if rows else None
+        rows_plan = row_plan(table, self.topic_of(plan.name), self._modes, snapshot=True)
+        return Chunk(_ChunkRows(rows, width, rows_plan, self._builder, self._batch), last_key, len(rows) < limit)
+
+    def dedup_key(self, record: SourceRecord) -> Hashable:
+        if record.key:
+            return tuple(record.key.values())
+        column = self._surrogates.get(record.topic)
+        value = record.value or {}
+        row = value.get("after") or value.get("before") or {}
+        return ("surrogate", row.get(column)) if column else None
+
+    def transaction(self, record: SourceRecord) -> Hashable:
+        return None  # no read visibility (see the module's docstring): transactions are not followed
+
+    def horizon(self) -> None:
+        return None
+
+    def interrupt(self) -> None:
+        """Kill a query the window reader may be running (the stop must not wait on it)."""
+        conn = self._window_conn
+        if conn is None or not conn.open:
+            return
+        with contextlib.suppress(pymysql.Error), self._connect() as killer, killer.cursor() as cur:
+            cur.execute(f"KILL QUERY {int(conn.thread_id())}")
+
+    def close(self) -> None:
+        conn, self._window_conn = self._window_conn, None
+        if conn is not None:
+            with contextlib.suppress(pymysql.Error):
+                conn.close()
+
+    # -- helpers ----------------------------------------------------------------------------------
+    def _watermark(self, conn: Any, window_id: str, kind: str, data: str) -> None:
+        """A watermark row, committed on its own (the connection is in autocommit)."""
+        assert self._signal is not None
+        with conn.cursor() as cur:
+            if kind == "close" and self._strategy == "insert_delete":
+                cur.execute(f"delete from {self._ident('.'.join(self._signal))} where id = %s", (f"{window_id}-open",))
+            else:
+                cur.execute(
+                    f"insert into {self._ident('.'.join(self._signal))} (id, type, data) values (%s, %s, %s)",
+                    (f"{window_id}-{kind}", WINDOW_OPEN if kind == "open" else WINDOW_CLOSE, data),
+                )
+
+    def _where(
+        self, plan: TablePlan, key: Sequence[MySqlColumn], after: Sequence[str] | None, upto: Sequence[str] | None
+    ) -> tuple[str, list[str]]:
+        parts: list[str] = []
+        args: list[str] = []
+        for bound, operator in ((after, ">"), (upto, "<=")):
+            if bound is not None:
+                parts.append(compare(key, operator))
+                args += compare_args(bound, operator)
+        if plan.filter:
+            # The placeholders are pymysql's: a literal % in the filter must not look like one.
+            parts.append(f"({plan.filter.replace('%', '%%')})")
+        return ("", args) if not parts else (" where " + " and ".join(parts), args)
+
+    @contextlib.contextmanager
+    def _read_only(self, conn: Any) -> Iterator[Any]:
+        """A read-only transaction: a filter can read, never write."""
+        with conn.cursor() as cur:
+            cur.execute("start transaction read only")
+            try:
+                yield cur
+            finally:
+                with contextlib.suppress(pymysql.Error):
+                    cur.execute("commit")
+
+    def _ident(self, table: str) -> str:
+        database, name = _split(table)
+        return f"{_quote(database)}.{_quote(name)}"
+
+    def _window(self) -> Any:
+        """The reader thread's connection (watermarks and chunks), autocommit."""
+        if self._window_conn is None or not self._window_conn.open:
+            self._window_conn = self._connect()
+        return self._window_conn
+
+
+class _ChunkRows:
+    """A window's rows as read (each followed by its key's texts), made records ``batch`` at a
+    time when released."""
+
+    def __init__(self, rows: list[tuple[Any, ...]], width: int, rows_plan: RowPlan, builder: ChangeBuilder, batch: int):
+        self._rows, self._width, self._plan, self._builder, self._batch = rows, width, rows_plan, builder, batch
+
+    def __len__(self) -> int:
+        return len(self._rows)
+
+    def records(self, offset: Offset) -> Iterator[list[SourceRecord]]:
+        rows, self._rows = self._rows, []  # released once
+        offset = dict(offset)
+        make, plan_, width = self._builder.snapshot_record, self._plan, self._width
+        for start in range(0, len(rows), self._batch):
+            yield [make(plan_, row[:width], offset, "incremental") for row in rows[start : start + self._batch]]
+
+
+def _split(table: str) -> TableKey:
+    database, _, name = table.partition(".")
+    return database, name
+
+
+def _text(value: Any) -> str:
+    return value.decode() if isinstance(value, bytes | bytearray) else str(value)

@@ -1,0 +1,167 @@
+"""What the MariaDB value oracle captures: a table per family of types, rows of ordinary,
+extreme, zero and NULL values before capture starts (Debezium's snapshot, ``op=r``), then a
+stream of inserts, updates and deletes of the same kinds of values (``c``/``u``/``d``).
+
+Statements run in a session with ``sql_mode=''`` (zero dates and out-of-range inserts are
+allowed, as on old servers) and ``time_zone='+00:00'``.
+"""
+
+from __future__ import annotations
+
+import re
+
+#: Tables in creation order; every one has an ``id int primary key``.
+TABLES = ("ints", "nums", "texts", "bins", "temporal", "zero_dates", "misc")
+
+SCHEMA = (
+    """create table ints (
+        id int primary key, ti tinyint, tiu tinyint unsigned, t1 tinyint(1), bo bool, si smallint,
+        siu smallint unsigned, mi mediumint, miu mediumint unsigned, i int, iu int unsigned, bi bigint,
+        biu bigint unsigned, zf int(6) zerofill, sr bigint unsigned not null default 7)""",
+    """create table nums (
+        id int primary key, d decimal(10,2), d0 decimal(5,0), d65 decimal(65,30), nu numeric(20,6),
+        du decimal(8,3) unsigned, dd decimal, f float, fu float unsigned, fmd float(10,4), fp float(30),
+        db double, dmd double(12,3), re real)""",
+    """create table texts (
+        id int primary key, c char(10), vc varchar(100), t text, tt tinytext, mt mediumtext, lt longtext,
+        l1 varchar(40) character set latin1, cl1 char(6) character set latin1, tl1 text character set latin1,
+        u3 varchar(20) character set utf8mb3, asc7 varchar(20) character set ascii,
+        vcb varchar(20) character set utf8mb4 collate utf8mb4_bin)""",
+    """create table bins (
+        id int primary key, b binary(4), b1 binary(1), vb varbinary(16), bl blob, tb tinyblob, mb mediumblob,
+        lb longblob)""",
+    """create table temporal (
+        id int primary key, d date, t time, t1 time(1), t3 time(3), t6 time(6), dt datetime, dt1 datetime(1),
+        dt3 datetime(3), dt4 datetime(4), dt6 datetime(6), ts timestamp null, ts1 timestamp(1) null,
+        ts3 timestamp(3) null, ts6 timestamp(6) null, y year)""",
+    """create table zero_dates (
+        id int primary key, d date, dn date not null, dt datetime, dtn datetime not null,
+        dt6n datetime(6) not null, ts timestamp null, tsn timestamp not null default '2000-01-01 00:00:00',
+        dd date not null default '2001-02-03', dpart date)""",
+    """create table misc (
+        id int primary key, e enum('a','b','c d','é','x,y'), en enum('p','q') not null, s set('x','y','z','ü'),
+        j json, b1 bit(1), b3 bit(3), b8 bit(8), b10 bit(10), b17 bit(17), b64 bit(64), g geometry, pt point,
+        u uuid)""",
+    "create table oracle_marker (id int primary key)",
+)
+
+_INTS = (
+    "insert into ints values (1, -128, 0, 1, true, -32768, 0, -8388608, 0, -2147483648, 0,"
+    " -9223372036854775808, 0, 1, 0)",
+    "insert into ints values (2, 127, 255, 0, false, 32767, 65535, 8388607, 16777215, 2147483647, 4294967295,"
+    " 9223372036854775807, 18446744073709551615, 123456, 18446744073709551615)",
+    "insert into ints values (3, 5, 200, 7, 2, -2, 40000, -3, 9000000, -4, 3000000000, -5, 9223372036854775808, 0,"
+    " 9223372036854775807)",
+    "insert into ints (id) values (4)",
+)
+_NUMS = (
+    "insert into nums values (1, 12345678.91, 99999,"
+    " 12345678901234567890123456789012345.123456789012345678901234567891, 12345678901234.123456, 99999.999,"
+    " 1234567890, 3.14, 0.1, 123456.7891, 3.141592653589793,"
+    " 1.7976931348623157e308, 123456789.123, 2.5)",
+    "insert into nums values (2, -12345678.91, -99999, -0.000000000000000000000000000001, -0.000001,"
+    " 0, -1234567890, -3.4028234e38, 1.17549435e-38, -0.0001, -1e-300, -4.9e-324, -0.001, -1e10)",
+    "insert into nums values (3, 0, 0, 0, 0, 0.5, 0, 16777217, 1e-7, 0, 0.1, 0.1, 0, 1e-5)",
+    "insert into nums (id) values (4)",
+    # floats whose Java 17 Float.toString is not the shortest text (2.2856919E9, 9.0432521E16)
+    "insert into nums (id, f, fu, re) values (5, 2.2856919e9, 9.0432521e16, 4.18937487e18)",
+)
+_TEXTS = (
+    "insert into texts values (1, 'abc', 'héllo wörld ✓', 'line1\\nline2\\ttab', '', 'mt', 'lt',"
+    " 'café ñ ü ß', 'àé', 'Ærø', 'utf8mb3 ✓', 'plain ascii', 'Case')",
+    "insert into texts values (2, '  lead', '日本語 😀 emoji', repeat('x', 300), 'tiny', repeat('m', 1000),"
+    " '{\"k\": [1, 2]}', '', '', '', '', '', '')",
+    "insert into texts values (3, 'trail  ', 'quote '' and \\\\ backslash', 'e\\u00e9', 'ñ', 'x', 'y',"
+    " 'end space ', 'x', 'y', 'z', 'w', 'v')",
+    "insert into texts (id) values (4)",
+)
+_BINS = (
+    "insert into bins values (1, x'00010203', x'ff', x'00', x'deadbeef', x'', x'00ff00', x'0102')",
+    "insert into bins values (2, x'01', x'00', x'', x'00', x'ff', repeat(x'ab', 300), x'')",
+    "insert into bins values (3, x'ffff0000', x'7f', x'00000000', 'text in a blob', x'80', x'01', x'fe')",
+    "insert into bins (id) values (4)",
+)
+_TEMPORAL = (
+    "insert into temporal values (1, '1000-01-01', '-838:59:59', '-00:00:00.5', '-12:34:56.789', '838:59:59.000000',"
+    " '1000-01-01 00:00:00', '1000-01-01 00:00:00.1', '1969-12-31 23:59:59.999', '1969-12-31 23:59:59.0001',"
+    " '1000-01-01 00:00:00.000001', '1970-01-01 00:00:01', '1970-01-01 00:00:01.1', '1970-01-01 00:00:01.001',"
+    " '1970-01-01 00:00:01.000001', 1901)",
+    "insert into temporal values (2, '9999-12-31', '838:59:59', '23:59:59.9', '24:00:00.001', '-838:59:59.000000',"
+    " '9999-12-31 23:59:59', '9999-12-31 23:59:59.9', '9999-12-31 23:59:59.999', '9999-12-31 23:59:59.9999',"
+    " '9999-12-31 23:59:59.999999', '2038-01-19 03:14:07', '2038-01-19 03:14:07.9', '2038-01-19 03:14:07.999',"
+    " '2038-01-19 03:14:07.999999', 2155)",
+    "insert into temporal values (3, '1969-12-31', '00:00:00', '12:00:00', '-00:00:00.001', '-00:00:01.000001',"
+    " '2024-02-29 13:37:03', '2024-02-29 13:37:03', '2024-02-29 13:37:03.5', '2024-02-29 13:37:03.05',"
+    " '2024-02-29 13:37:03.5', '2024-02-29 13:37:03', '2024-02-29 13:37:03', '2024-02-29 13:37:03.5',"
+    " '2024-02-29 13:37:03.050000', 1999)",
+    "insert into temporal (id) values (4)",
+)
+_ZERO_DATES = (
+    "insert into zero_dates values (1, '0000-00-00', '0000-00-00', '0000-00-00 00:00:00', '0000-00-00 00:00:00',"
+    " '0000-00-00 00:00:00', '0000-00-00 00:00:00', '0000-00-00 00:00:00', '0000-00-00', '2020-00-15')",
+    "insert into zero_dates values (2, '2020-01-02', '2020-01-02', '2020-01-02 03:04:05', '2020-01-02 03:04:05',"
+    " '2020-01-02 03:04:05.5', '2020-01-02 03:04:05', '2020-01-02 03:04:05', '2020-01-02', '2020-05-00')",
+    "insert into zero_dates (id, dn, dtn, dt6n, tsn, dd) values (3, '1970-01-01', '1970-01-01 00:00:00',"
+    " '1970-01-01 00:00:00', '1970-01-01 00:00:01', '1970-01-01')",
+)
+_MISC = (
+    "insert into misc values (1, 'a', 'p', 'x,z', '{\"a\": 1, \"b\": [true, null, 1.5]}', b'1', b'101', b'10000001',"
+    " b'1000000001', b'10000000000000001', x'0102030405060708', ST_GeomFromText('POINT(1 2)'),"
+    " ST_GeomFromText('POINT(-1.5 2.25)', 4326), '123e4567-e89b-12d3-a456-426614174000')",
+    "insert into misc values (2, 'c d', 'q', 'ü,y,x', '[1, \"two\", {\"x\": null}]', b'0', b'000', b'0', b'0',"
+    " b'0', x'ffffffffffffffff', ST_GeomFromText('LINESTRING(0 0, 1 1, 2 0)'), ST_GeomFromText('POINT(0 0)'),"
+    " '00000000-0000-0000-0000-000000000001')",
+    "insert into misc values (3, 'é', 'p', '', '\"just a string\"', b'1', b'111', b'11111111', b'1111111111',"
+    " b'11111111111111111', x'8000000000000000', ST_GeomFromText('POLYGON((0 0, 4 0, 4 4, 0 0))', 3857),"
+    " ST_GeomFromText('POINT(3 4)'), 'ffffffff-ffff-ffff-ffff-ffffffffffff')",
+    "insert into misc values (4, 'x,y', '', 'x,y,z,ü', 'null', null, null, null, null, null, null, null, null, null)",
+    "insert into misc (id, en) values (5, 'q')",
+)
+
+#: Tables created while streaming, with their columns as the DDL statement declares them (name,
+#: DATA_TYPE, COLUMN_TYPE): Debezium's schema is the statement it read, where a bool is a
+#: boolean; information_schema (and SHOW CREATE TABLE, which its snapshot reads) says tinyint(1).
+STREAMED_TABLES = {
+    "late_bool": (
+        ("id", "int", "int(11)"),
+        ("b", "boolean", "tinyint(1)"),
+        ("bo", "boolean", "tinyint(1)"),
+        ("t1", "tinyint", "tinyint(1)"),
+    ),
+}
+
+#: Rows that exist before capture starts.
+SNAPSHOT = (*_INTS, *_NUMS, *_TEXTS, *_BINS, *_TEMPORAL, *_ZERO_DATES, *_MISC)
+
+
+def streamed_inserts() -> list[str]:
+    """The snapshot's rows again with ids 10 higher: the stream converts the values the snapshot did."""
+    return [re.sub(r"values \((\d+)", lambda m: f"values ({int(m.group(1)) + 10}", s, count=1) for s in SNAPSHOT]
+
+
+#: Changes after the snapshot: one transaction each.
+STREAM: tuple[tuple[str, ...], ...] = (
+    tuple(streamed_inserts()),
+    (
+        "update ints set ti = -1, biu = 1, bo = null where id = 11",
+        "update nums set d = 0.01, f = -0.5, db = null where id = 12",
+        "update texts set vc = 'ändern ✓', l1 = 'ÿ' where id = 11",
+        "update bins set b = x'0a', vb = x'0b0c' where id = 11",
+        "update temporal set t6 = '-00:00:00.000001', ts6 = '2001-02-03 04:05:06.000007', dt4 = null where id = 13",
+        "update zero_dates set dn = '0000-00-00', dtn = '2021-03-04 05:06:07' where id = 12",
+        "update misc set s = 'z', e = null, b10 = b'1111111111', j = '{}' where id = 11",
+    ),
+    (
+        "delete from ints where id = 12",
+        "delete from temporal where id = 11",
+        "delete from misc where id = 13",
+    ),
+    # year 0000 only streams: Debezium's snapshot cannot read it (MariaDB Connector/J throws in
+    # YearColumn.getDefaultText and the snapshot fails).
+    ("insert into temporal (id, y) values (20, 0)",),
+    # A table created while streaming: Debezium's schema is the DDL statement it read.
+    ("create table late_bool (id int primary key, b bool, bo boolean, t1 tinyint(1))",),
+    ("insert into late_bool values (1, true, false, 1)", "insert into late_bool values (2, 2, 0, 7)"),
+)
+
+MARKER = "insert into oracle_marker values (1)"
