@@ -107,11 +107,12 @@ def test_a_wrong_source_password_fails_the_start_with_the_servers_words(
     assert "not-the-password" not in str(failed.value)
 
 
-def test_the_link_points_at_the_instances_status(connections: Instance) -> None:
+def test_the_link_opens_the_cdc_page_at_the_instance(connections: Instance) -> None:
     operator = start()
     xcom = operator.execute(task_context())
+    assert xcom["api_url"].startswith("http://127.0.0.1:")  # the API itself, for logs and scripts
     link = operator.operator_extra_links[0].get_link(operator, ti_key=None)
-    assert link == f"{xcom['api_url']}/status" and link.startswith("http://127.0.0.1:")
-    # A task that failed before it reached the instance still links to it, from the connection.
+    assert link == f"/plugin/cdc/cdc/?instance={CDC_CONN}"  # the page inside Airflow's frame
+    # A task that failed before it reached the instance links to the same place.
     fresh = CdcStopEngineOperator(task_id="stop", cdc_conn_id=CDC_CONN)
     assert fresh.operator_extra_links[0].get_link(fresh, ti_key=None) == link
