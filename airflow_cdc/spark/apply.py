@@ -255,6 +255,11 @@ VALUE_SETTINGS = (
 )
 
 
+def _is_mysql(config: dict[str, Any]) -> bool:
+    connector = str(config.get("connector.class") or "").lower()
+    return "mysql" in connector or "mariadb" in connector
+
+
 def inputs_from_engine_config(config: dict[str, Any], tables: Sequence[str] = ()) -> dict[str, Any]:
     """What the job reads, from the configuration of the engine instance that captures it: the
     sink's place (changelog directory or Kafka brokers), the tables' topics, the value settings.
@@ -270,10 +275,11 @@ def inputs_from_engine_config(config: dict[str, Any], tables: Sequence[str] = ()
             raise ValueError(
                 "name the tables to apply (tables=[...]): the instance's table.include.list is empty or a pattern"
             )
-    out: dict[str, Any] = {
-        "topics": [f"{prefix}.{table}" for table in tables],
-        "settings": {key: str(config[key]) for key in VALUE_SETTINGS if config.get(key) not in (None, "")},
-    }
+    settings = {key: str(config[key]) for key in VALUE_SETTINGS if config.get(key) not in (None, "")}
+    if "time.precision.mode" not in settings and _is_mysql(config):
+        # Debezium's MySQL and MariaDB connectors default to microsecond TIMEs; PostgreSQL's to adaptive.
+        settings["time.precision.mode"] = "adaptive_time_microseconds"
+    out: dict[str, Any] = {"topics": [f"{prefix}.{table}" for table in tables], "settings": settings}
     if str(config.get("sink.type") or "changelog") == "kafka":
         out["source"] = "kafka"
         out["bootstrap_servers"] = config.get("sink.kafka.producer.bootstrap.servers")

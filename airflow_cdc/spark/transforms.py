@@ -48,7 +48,9 @@ def source_position(source: Column, op: Column) -> Column:
         _hex(sequence[0].cast("long"), 16),
         _hex(F.coalesce(sequence[1].cast("long"), source["lsn"]), 16),
     )
-    binlog_index = F.regexp_extract(source["file"], r"\.(\d+)$", 1).cast("long")
+    # try_cast: under ANSI mode a file name without a numeric suffix ("" when nothing matched)
+    # must order as index 0, not fail the batch.
+    binlog_index = F.regexp_extract(source["file"], r"\.(\d+)$", 1).try_cast("long")
     mysql = F.concat(_hex(binlog_index, 8), _hex(source["pos"], 16), _hex(source["row"], 8))
     initial = (op == "r") & source["snapshot"].isin(*_INITIAL_SNAPSHOT)
     return (

@@ -90,6 +90,13 @@ def test_the_instance_config_names_sink_topics_and_value_modes() -> None:
     assert kafka["source"] == "kafka" and kafka["bootstrap_servers"] == "b:9092" and kafka["topics"] == ["p.s.t"]
     with pytest.raises(ValueError, match="name the tables"):
         inputs_from_engine_config({"topic.prefix": "p", "table.include.list": "public.*"})
+    # MySQL and MariaDB connectors encode TIME in microseconds unless told otherwise.
+    mariadb = {"connector.class": "io.debezium.connector.mariadb.MariaDbConnector", "topic.prefix": "p"}
+    assert inputs_from_engine_config(mariadb, ["shop.t"])["settings"] == {
+        "time.precision.mode": "adaptive_time_microseconds"
+    }
+    connect = {**mariadb, "time.precision.mode": "connect"}
+    assert inputs_from_engine_config(connect, ["shop.t"])["settings"] == {"time.precision.mode": "connect"}
 
 
 def test_a_failing_driver_fails_with_its_own_error(tmp_path: Path) -> None:

@@ -191,6 +191,18 @@ def test_debeziums_schemas_enabled_records_and_mysql_positions(spark: Any) -> No
     assert row[5] == f"{12:08x}{4096:016x}{2:08x}"
 
 
+def test_a_binlog_file_without_a_numeric_suffix_orders_as_index_zero(spark: Any) -> None:
+    # Spark's ANSI mode would fail the batch casting "" to a number.
+    event = {
+        "after": {"id": 1},
+        "op": "r",
+        "source": {"db": "shop", "table": "t", "snapshot": "incremental", "file": "", "pos": 0},
+    }
+    frame = spark.createDataFrame([("shop.t", 0, 0, '{"id":1}', json.dumps(event))], RAW_SCHEMA)
+    [row] = latest(spark, frame)
+    assert row[5] == "0" * 32
+
+
 def test_lanes_keep_a_table_in_one_partition_truncate_first(spark: Any) -> None:
     from airflow_cdc.spark.transforms import flatten, for_lanes, latest_changes
 
