@@ -130,7 +130,8 @@ class CdcSignalHook(BaseHook):
                     ConfigProblem(
                         "signal.data.collection",
                         f"instance {config.get('name')!r} has no signal table",
-                        "set signal.data.collection (e.g. public.debezium_signal) and restart it, or use channel='api'",
+                        "set signal.data.collection (e.g. public.debezium_signal; MySQL: shop.debezium_signal) and "
+                        "restart it, or use channel='api'",
                     )
                 ]
             )
@@ -154,12 +155,14 @@ class CdcSignalHook(BaseHook):
                     )
                 ]
             )
-        # database.names: "<database>.<schema>.<table>" names the database to write to.
+        # PostgreSQL with database.names: "<database>.<schema>.<table>" names the database to
+        # write to; MySQL's "<database>.<table>" does. Otherwise the connection's database.
         parts = table.split(".")
-        database, name = (parts[0], ".".join(parts[1:])) if len(parts) == 3 else ("", table)
+        names_database = len(parts) == 3 or (len(parts) == 2 and source.mapping.collection_names_database)
+        database, name = (parts[0], ".".join(parts[1:])) if names_database else ("", table)
         connect = DRIVERS[source.mapping.driver]
         try:
-            with connect(source, database or str(config.get(source.mapping.database_key) or "") or None) as conn:
+            with connect(source, database or _database_name(config.get(source.mapping.database_key))) as conn:
                 conn.cursor().execute(
                     f"insert into {name} (id, type, data) values (%s, %s, %s)", (signal_id, kind, text)
                 )
@@ -210,6 +213,16 @@ class CdcSignalHook(BaseHook):
 
 
 # -- DB-API connections of the source maps' drivers --------------------------------------------------
+_NOT_ONE_NAME = re.compile(r"[,\s*+?()\[\]{}|\\^]")
+
+
+def _database_name(value: Any) -> str | None:
+    """The one database a setting names (MySQL's database.include.list may list several, or be
+    a pattern: then none, and the signal table's name must say which)."""
+    text = str(value or "").strip()
+    return text if text and not _NOT_ONE_NAME.search(text) else None
+
+
 def _psycopg(source: SourceConfig, database: str | None) -> Any:
     import psycopg
 
@@ -235,7 +248,7 @@ def _pymysql(source: SourceConfig, database: str | None) -> Any:
         port=int(p.get("database.port") or 3306),
         user=p.get("database.user"),
         password=source.password or "",
-        database=database or p.get("database.include.list"),
+        database=database or _database_name(p.get("database.include.list")),
         connect_timeout=10,
         autocommit=True,
     )

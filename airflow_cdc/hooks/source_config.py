@@ -64,6 +64,9 @@ class SourceMapping:
     database_key: str = "database.dbname"
     #: The server's port when the configuration names none.
     default_port: int = 0
+    #: A data collection ``a.b`` names database ``a`` (MySQL's ``database.table``), not a
+    #: schema of the connection's database (PostgreSQL's ``schema.table``).
+    collection_names_database: bool = False
 
 
 POSTGRES = SourceMapping(
@@ -99,6 +102,7 @@ MYSQL = SourceMapping(
     lineage_scheme="mysql",
     database_key="database.include.list",
     default_port=3306,
+    collection_names_database=True,
 )
 
 #: The maps, by Airflow connection type (``postgresql`` is how some URIs spell ``postgres``).

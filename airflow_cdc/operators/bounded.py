@@ -39,7 +39,8 @@ class CaptureBounds:
     max_records: int | None = None
     #: Seconds since the engine was started (connecting and any snapshot included).
     max_duration: float | None = None
-    #: A position as the source writes them (an LSN ``0/16B3748``): stop once it is committed.
+    #: A position as the source writes them (an LSN ``0/16B3748``, a GTID set ``0-1-42``, a binlog
+    #: ``file:pos``): stop once it is committed.
     target_position: str | None = None
 
     def problems(self) -> list[str]:

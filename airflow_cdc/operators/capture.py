@@ -38,7 +38,8 @@ class CdcCaptureOperator(CdcBaseOperator):
     :param max_records: stop once this many records are committed (a batch more at most).
     :param max_duration: stop after this long (seconds or a ``timedelta``), from the engine's start.
     :param target_position: stop once this position is committed (templated), as the source
-        writes positions: a PostgreSQL LSN such as ``0/16B3748``.
+        writes positions: a PostgreSQL LSN such as ``0/16B3748``, a MariaDB GTID position
+        ``0-1-42``, a MySQL GTID set ``uuid:1-5`` or a binlog ``file:pos``.
     :return: (XCom) ``{"name", "run_id", "stopped_by", "records", "rows", "offsets",
         "duration_s"}``: ``rows`` by table, ``offsets`` each partition's committed offset and
         position.

@@ -25,9 +25,11 @@ class CdcOffsetsOperator(CdcBaseOperator):
     Connect refuses it for a running connector): stop it first with ``CdcStopEngineOperator``.
     ``reset`` forgets the offsets, so the next start is a first start (a new snapshot, as
     ``snapshot.mode`` says); ``seek`` makes the next start resume right after ``position``,
-    written as the source writes positions (a PostgreSQL LSN such as ``0/16B3748``). The
-    instance's configuration is the one it was last started with by ``CdcStartEngineOperator``
-    (``<state.dir>/airflow-instance.yaml``), else its config file.
+    written as the source writes positions (a PostgreSQL LSN such as ``0/16B3748``; a MariaDB
+    GTID position ``0-1-42``, a MySQL GTID set ``uuid:1-5`` or a binlog ``file:pos``), which the
+    engine's position codec reads. The instance's configuration is the one it was last started
+    with by ``CdcStartEngineOperator`` (``<state.dir>/airflow-instance.yaml``), else its config
+    file.
 
     :param cdc_conn_id: the instance's connection (type ``cdc_engine``, with ``config_path``).
     :param action: ``reset`` or ``seek``.
@@ -52,7 +54,10 @@ class CdcOffsetsOperator(CdcBaseOperator):
         if action not in ACTIONS:
             raise ValueError(f"action must be one of {', '.join(ACTIONS)}, not {action!r}")
         if action == "seek" and not position:
-            raise ValueError("action='seek' needs a position, e.g. position='0/16B3748'")
+            raise ValueError(
+                "action='seek' needs a position as the source writes it, e.g. position='0/16B3748' (PostgreSQL), "
+                "'0-1-42' (a MariaDB GTID position) or 'mysql-bin.000003:154' (a binlog position)"
+            )
         if action == "reset" and position:
             raise ValueError("action='reset' takes no position; use action='seek' to resume after one")
         self.action = action

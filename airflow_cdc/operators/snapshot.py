@@ -160,8 +160,8 @@ class CdcSnapshotOperator(_SignalOperator):
     template_fields: Sequence[str] = ("cdc_conn_id", "tables", "additional_conditions", "surrogate_key")
     template_fields_renderers = {"additional_conditions": "json"}
     rejection_fix = (
-        "name captured tables as schema.table (regular expressions), and give each filter as one SQL predicate "
-        "over its table"
+        "name captured tables as schema.table (MySQL: database.table; regular expressions), and give each filter "
+        "as one SQL predicate over its table"
     )
 
     def __init__(

@@ -22,8 +22,9 @@ class CdcOffsetSensor(CdcBaseSensor):
 
     * ``"current"`` - the position each source stood at when the sensor started: "caught up
       with what had happened by then" (the usual wait after a write or a snapshot);
-    * a position as the source writes positions (a PostgreSQL LSN such as ``0/16B3748``, a
-      MySQL binlog position or GTID set), which the engine parses;
+    * a position as the source writes positions (a PostgreSQL LSN such as ``0/16B3748``; a
+      MariaDB GTID position ``0-1-42``, a MySQL GTID set ``uuid:1-5`` or a binlog
+      ``mysql-bin.000003:154``), which the engine parses;
     * ``None`` - caught up with the source at the moment of a check (on a busy source that may
       take long: each check compares with the newest position).
 

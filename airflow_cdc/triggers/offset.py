@@ -29,7 +29,8 @@ class CdcOffsetTrigger(CdcEngineTrigger):
     :param target: None (caught up with the source at a check), ``"current"`` (the position
         the source stood at when the trigger first saw one for every task; fixed again if the
         triggerer restarts the trigger), or a position as the source writes it (an LSN
-        ``0/16B3748``), which the engine parses.
+        ``0/16B3748``, a GTID set ``0-1-42`` / ``uuid:1-5``, a binlog ``file:pos``), which the
+        engine parses.
     """
 
     def __init__(

@@ -19,14 +19,17 @@ import tempfile
 import uuid
 from collections.abc import Iterator
 from contextlib import contextmanager
+from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
 import psycopg
+import pymysql
 import pytest
 import yaml
 
 from airflow_cdc.engine.server import control
+from airflow_cdc.local.mariadb import MariaDBServer
 from airflow_cdc.local.postgres import PostgresServer
 
 DAGS = Path(__file__).resolve().parents[2] / "dags"
@@ -213,3 +216,112 @@ def connect_source(monkeypatch: pytest.MonkeyPatch, source: Source) -> None:
             }
         ),
     )
+
+
+# -- MariaDB (dags/example_mariadb_capture.py) ------------------------------------------------------
+MARIADB_CONN, MARIADB_SOURCE_CONN = "cdc_mariadb", "mariadb_shop"
+
+
+@dataclass
+class MariaSource:
+    """A MariaDB database, reached as the user the Airflow connections name."""
+
+    server: MariaDBServer
+    database: str
+
+    def connect(self, database: str | None = None) -> pymysql.connections.Connection:
+        return self.server.connect(database=database or self.database)
+
+    def execute(self, *statements: str) -> None:
+        with self.connect() as conn, conn.cursor() as cursor:
+            for statement in statements:
+                cursor.execute(statement)
+
+    def rows(self, table: str, database: str | None = None) -> dict[int, dict[str, Any]]:
+        """The table's rows by id."""
+        with self.connect(database) as conn, conn.cursor(pymysql.cursors.DictCursor) as cursor:
+            cursor.execute(f"select * from {table}")
+            return {row["id"]: dict(row) for row in cursor.fetchall()}
+
+    def scalar(self, query: str) -> Any:
+        with self.connect() as conn, conn.cursor() as cursor:
+            cursor.execute(query)
+            row = cursor.fetchone()
+            return None if row is None else row[0]
+
+    def connection(self, database: str | None = None) -> dict[str, Any]:
+        """An Airflow ``mysql`` connection (as ``AIRFLOW_CONN_*`` JSON) to ``database``."""
+        return {
+            "conn_type": "mysql",
+            "host": self.server.host,
+            "port": self.server.port,
+            "login": self.server.user,
+            "password": self.server.password,
+            "schema": database or self.database,
+        }
+
+
+@pytest.fixture
+def maria_source(mariadb_server: MariaDBServer, mariadb_database: str) -> MariaSource:
+    """The captured MariaDB database: ``orders`` (2000 rows, a decimal and a datetime(3)),
+    ``customers`` (50 rows) and Debezium's signal table."""
+    source = MariaSource(mariadb_server, mariadb_database)
+    source.execute(
+        "create table orders (id int primary key, status varchar(20), amount decimal(10,2) not null, "
+        "updated_at datetime(3) not null)",
+        "insert into orders select seq, if(seq % 3 = 0, 'open', 'done'), seq * 1.25, "
+        "timestamp '2026-01-01 00:00:00' + interval (seq % 10) day + interval seq second "
+        "+ interval (seq % 1000) * 1000 microsecond from seq_1_to_2000",
+        "create table customers (id int primary key, name varchar(100))",
+        "insert into customers select seq, concat('customer ', seq) from seq_1_to_50",
+        "create table debezium_signal (id varchar(42) primary key, type varchar(32) not null, data varchar(2048))",
+    )
+    return source
+
+
+@pytest.fixture
+def maria_shop(
+    tmp_path: Path, maria_source: MariaSource, airflow_db: str, monkeypatch: pytest.MonkeyPatch
+) -> Iterator[Instance]:
+    """The instance of connection ``cdc_mariadb`` (streams from its start: ``snapshot.mode:
+    no_data``), the source connection ``mariadb_shop``, and the example DAG's database; stopped
+    after the test. Its config file names no server and no credential: the connection does."""
+    database = maria_source.database
+    state = tmp_path / "mariadb"
+    config = {
+        "name": f"mariadb-{database[-8:]}",
+        "connector.class": "io.debezium.connector.mariadb.MariaDbConnector",
+        "topic.prefix": "shop_mariadb",
+        "database.server.id": 10_000 + uuid.uuid4().int % 1_000_000,
+        "table.include.list": f"{database}.orders,{database}.customers",
+        "signal.data.collection": f"{database}.debezium_signal",
+        "snapshot.mode": "no_data",
+        "state.dir": str(state),
+        "api.token": TOKEN,
+        "offset.flush.interval.ms": 100,
+        "poll.interval.ms": 100,
+        "heartbeat.interval.ms": 1000,
+        "incremental.snapshot.chunk.size": 100,
+        "sink.type": "changelog",
+        "sink.changelog.segment.max.ms": 100,
+    }
+    path = tmp_path / "mariadb.yaml"
+    path.write_text(yaml.safe_dump(config))
+    instance = Instance(str(config["name"]), path, state)
+    monkeypatch.setenv("CDC_EXAMPLE_MARIADB_DATABASE", database)
+    monkeypatch.setenv(f"AIRFLOW_CONN_{MARIADB_SOURCE_CONN.upper()}", json.dumps(maria_source.connection()))
+    monkeypatch.setenv(
+        f"AIRFLOW_CONN_{MARIADB_CONN.upper()}",
+        json.dumps(
+            {
+                "conn_type": "cdc_engine",
+                "login": instance.name,
+                "password": TOKEN,
+                "extra": {"config_path": str(path)},
+            }
+        ),
+    )
+    try:
+        yield instance
+    finally:
+        control.stop(instance.props, timeout=30)

@@ -91,3 +91,90 @@ def test_enabled_channels_default_to_the_engines() -> None:
     assert enabled_channels({}) == ("source", "api")
     assert enabled_channels({"signal.enabled.channels": ["api", "kafka"]}) == ("api", "kafka")
     assert enabled_channels({"signal.enabled.channels": "source, kafka"}) == ("source", "kafka")
+
+
+class _Recorder:
+    """A DB-API connection that records what the signal hook does with it."""
+
+    def __init__(self, kwargs: dict[str, Any], seen: list[Any]) -> None:
+        seen.append(("connect", kwargs))
+        self.seen = seen
+
+    def __enter__(self) -> _Recorder:
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        self.seen.append(("closed",))
+
+    def cursor(self) -> _Recorder:
+        return self
+
+    def execute(self, statement: str, params: tuple[Any, ...]) -> None:
+        self.seen.append(("execute", statement, params))
+
+
+@pytest.mark.parametrize(
+    ("collection", "include_list", "database", "table"),
+    [
+        ("shop.debezium_signal", "shop", "shop", "debezium_signal"),  # MySQL's database.table
+        ("ops.debezium_signal", "shop,inventory", "ops", "debezium_signal"),  # another database than the captured
+        ("debezium_signal", "shop", "shop", "debezium_signal"),  # the connection's database
+        ("debezium_signal", "shop,inventory", None, "debezium_signal"),  # several: none chosen
+    ],
+)
+def test_the_source_channel_writes_mysqls_signal_table_with_pymysql(
+    sent: list[httpx.Request],
+    monkeypatch: pytest.MonkeyPatch,
+    collection: str,
+    include_list: str,
+    database: str | None,
+    table: str,
+) -> None:
+    import pymysql
+
+    seen: list[Any] = []
+    monkeypatch.setattr(pymysql, "connect", lambda **kwargs: _Recorder(kwargs, seen))
+    monkeypatch.setitem(RUNNING_CONFIG, "signal.data.collection", collection)
+    monkeypatch.setitem(RUNNING_CONFIG, "database.include.list", include_list)
+    monkeypatch.setenv(
+        "AIRFLOW_CONN_MY_UNIT",
+        json.dumps(
+            {"conn_type": "mysql", "host": "db", "port": 3307, "login": "cdc", "password": "pw", "schema": include_list}
+        ),
+    )
+    hook = CdcSignalHook("cdc_unit", source_conn_id="my_unit")
+    data = {"data-collections": ["shop.orders"], "type": "incremental"}
+    assert hook.send("execute-snapshot", data, channel="source", signal_id="snap-my") == "snap-my"
+    [connected, executed, closed] = seen
+    assert connected[1] == {
+        "host": "db",
+        "port": 3307,
+        "user": "cdc",
+        "password": "pw",
+        "database": database,
+        "connect_timeout": 10,
+        "autocommit": True,
+    }
+    assert executed == (
+        "execute",
+        f"insert into {table} (id, type, data) values (%s, %s, %s)",
+        ("snap-my", "execute-snapshot", json.dumps(data, separators=(",", ":"))),
+    )
+    assert closed == ("closed",)
+
+
+def test_the_source_channel_of_postgres_keeps_schema_dot_table(
+    sent: list[httpx.Request], monkeypatch: pytest.MonkeyPatch
+) -> None:
+    import psycopg
+
+    seen: list[Any] = []
+    monkeypatch.setattr(psycopg, "connect", lambda **kwargs: _Recorder(kwargs, seen))
+    monkeypatch.setitem(RUNNING_CONFIG, "signal.data.collection", "public.debezium_signal")
+    monkeypatch.setitem(RUNNING_CONFIG, "database.dbname", "shop-db")
+    monkeypatch.setenv(
+        "AIRFLOW_CONN_PG_UNIT", json.dumps({"conn_type": "postgres", "host": "db", "password": "pw", "schema": "x"})
+    )
+    CdcSignalHook("cdc_unit", source_conn_id="pg_unit").send("log", {"message": "hi"}, channel="source")
+    assert seen[0][1]["dbname"] == "shop-db"
+    assert seen[1][1].startswith("insert into public.debezium_signal ")

@@ -202,10 +202,13 @@ def dag_connection_ids() -> set[str]:
 
 def test_the_connections_are_json_and_are_the_ones_the_example_dags_use() -> None:
     connections = stack.connections()
-    assert dag_connection_ids() == {"cdc_shop", "cdc_shop_batch", "pg_shop", "pg_shop_replica"}
+    assert dag_connection_ids() == {
+        *("cdc_shop", "cdc_shop_batch", "pg_shop", "pg_shop_replica"),
+        *("cdc_mariadb", "mariadb_shop"),
+    }
     assert set(connections) == dag_connection_ids()
     for conn_id, conn in connections.items():
-        assert conn["conn_type"] in ("cdc_engine", "postgres"), conn_id
+        assert conn["conn_type"] in ("cdc_engine", "postgres", "mysql"), conn_id
 
 
 def test_the_engine_connections_name_their_mounted_config_files_and_instances() -> None:
@@ -221,16 +224,23 @@ def test_the_engine_connections_name_their_mounted_config_files_and_instances() 
 
 def test_the_source_connections_reach_the_services_and_databases_of_the_stack() -> None:
     connections = stack.connections()
-    postgres = stack.environment("postgres")
+    postgres, mariadb = stack.environment("postgres"), stack.environment("mariadb")
     for conn_id in ("pg_shop", "pg_shop_replica"):
         conn = connections[conn_id]
         assert conn["host"] == "postgres" and conn["port"] == 5432, conn_id
     assert connections["pg_shop"]["schema"] == postgres["POSTGRES_DB"]
+    assert (connections["mariadb_shop"]["host"], connections["mariadb_shop"]["port"]) == ("mariadb", 3306)
+    assert connections["mariadb_shop"]["schema"] == mariadb["MARIADB_DATABASE"]
+    # Each instance's file agrees with the source connection its DAG starts it with.
+    sources = {"postgres": connections["pg_shop"], "mariadb": connections["mariadb_shop"]}
     for path in engine_configs().values():
         config = load_config_file(path)
-        source = connections["pg_shop"]
-        assert (config["database.hostname"], config["database.port"]) == (source["host"], source["port"])
-        assert (config["database.user"], config["database.dbname"]) == (source["login"], source["schema"])
+        kind = "mariadb" if "mariadb" in str(config["connector.class"]).lower() else "postgres"
+        source = sources[kind]
+        assert (config["database.hostname"], config["database.port"]) == (source["host"], source["port"]), path
+        assert config["database.user"] == source["login"], path
+        database = config.get("database.dbname") or config.get("database.include.list")
+        assert database == source["schema"], path
         assert not any("password" in key for key in config), f"{path} holds a password"
 
 
@@ -287,8 +297,8 @@ def test_the_engine_instances_write_to_the_stack_and_keep_apart() -> None:
         assert Path(config["state.dir"]).is_relative_to(cdc_volume), config["name"]
         if config.get("sink.type") == "kafka":
             assert config["sink.kafka.producer.bootstrap.servers"] == kafka_internal_address()
-    for key in ("name", "slot.name", "state.dir", "topic.prefix"):
-        values = [c[key] for c in configs]
+    for key in ("name", "slot.name", "database.server.id", "state.dir", "topic.prefix"):
+        values = [c[key] for c in configs if key in c]  # slots are PostgreSQL's, server ids MySQL's
         assert len(set(values)) == len(values), f"the instances share {key}: {values}"
 
 
