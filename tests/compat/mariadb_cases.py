@@ -165,3 +165,85 @@ STREAM: tuple[tuple[str, ...], ...] = (
 )
 
 MARKER = "insert into oracle_marker values (1)"
+
+
+# --- whole events (test_mariadb_oracle.py) ---------------------------------------------------
+#
+# A database of its own: the value oracle's tables check values; these check the envelope, keys,
+# tombstones, snapshot markers and the stream's shape (transactions, key changes, DDL, keyless
+# tables, composite keys). The session runs with sql_mode='' and time_zone='+00:00' too.
+
+#: MariaDB's latin1 is cp1252 with its five holes (0x81, 0x8D, 0x8F, 0x90, 0x9D) kept as the C1
+#: controls U+0081...: Python's strict cp1252 refuses them (mysql-replication stopped there).
+LATIN1_HOLES = "x'41818D8F909D5A'"
+
+EVENT_SCHEMA = (
+    """create table customers (
+        id int primary key, name varchar(50) not null, email varchar(100), balance decimal(10,2),
+        created datetime(3), born date, note varchar(40) character set latin1)""",
+    """create table order_lines (
+        order_id int not null, line smallint not null, sku varchar(20), qty int not null default 1,
+        primary key (order_id, line))""",
+    "create table audit_log (at datetime, msg varchar(100), level tinyint)",
+    "create table evolving (id int primary key, a int, b varchar(20))",
+    """create table zeros (
+        id int primary key, d date not null, dt datetime not null,
+        dt6d datetime(6) not null default '2000-01-01 00:00:00.500000', dn date)""",
+    "create table empty_at_start (id int primary key, v int)",
+    "create table oracle_marker (id int primary key)",
+)
+
+EVENT_SNAPSHOT = (
+    "insert into customers values (1, 'Ann', 'ann@example.com', 12.50, '2024-01-02 03:04:05.678', '1980-05-06',"
+    " 'café')",
+    "insert into customers values (2, 'Bob', null, -0.01, null, '1969-12-31', null)",
+    f"insert into customers values (3, 'Cy', 'cy@example.com', 0, '1970-01-01 00:00:00', null, {LATIN1_HOLES})",
+    "insert into order_lines values (1, 1, 'A-1', 2), (1, 2, 'B-2', 1), (2, 1, 'A-1', 5), (3, 7, null, 1)",
+    "insert into audit_log values ('2024-01-01 00:00:00', 'boot', 1), (null, 'no time', null)",
+    "insert into evolving values (1, 10, 'one'), (2, 20, 'two')",
+    "insert into zeros values (1, '0000-00-00', '0000-00-00 00:00:00', '0000-00-00 00:00:00', '0000-00-00')",
+)
+
+#: Rows before capture starts.
+EVENT_SNAPSHOT_ROWS = 3 + 4 + 2 + 2 + 1
+
+#: The stream: one transaction each.
+EVENT_STREAM: tuple[tuple[str, ...], ...] = (
+    ("insert into customers values (4, 'Dee', 'dee@example.com', 99999999.99, '2024-02-29 12:00:00.001', null, 'ß')",),
+    ("update customers set email = null, balance = balance + 1, note = 'ÿ' where id = 1",),
+    ("delete from customers where id = 2",),
+    # A primary-key change: delete (and tombstone) of the old key, then a create.
+    ("update customers set id = 30 where id = 3",),
+    # A multi-row transaction: several tables, multi-row events, a composite key.
+    (
+        "insert into order_lines values (4, 1, 'C-3', 1), (4, 2, 'D-4', 2), (4, 3, 'E-5', 3)",
+        "update order_lines set qty = qty + 10 where order_id = 1",
+        "delete from order_lines where order_id = 2",
+        f"insert into customers (id, name, note) values (5, 'Eve', {LATIN1_HOLES})",
+        "insert into empty_at_start values (1, 1)",
+    ),
+    # A change of one column of a composite key.
+    ("update order_lines set line = 9 where order_id = 4 and line = 3",),
+    # A table without a primary key: null keys.
+    ("insert into audit_log values ('2024-03-01 10:00:00', 'first', 2), ('2024-03-01 10:00:01', 'second', 2)",),
+    ("update audit_log set level = 3 where msg = 'first'",),
+    ("delete from audit_log where msg = 'boot'",),
+    # DDL mid-stream: rows before and after ADD, DROP and RENAME COLUMN.
+    ("alter table evolving add column c varchar(10) default 'dflt'",),
+    ("insert into evolving (id, a, b) values (3, 30, 'three')", "update evolving set c = 'set' where id = 1"),
+    ("alter table evolving drop column a",),
+    ("insert into evolving values (4, 'four', 'x')", "update evolving set b = 'uno' where id = 1"),
+    ("alter table evolving rename column b to bb",),
+    ("insert into evolving values (5, 'five', 'y')", "delete from evolving where id = 2"),
+    # Zero dates streamed: null in a nullable column, the default (or the epoch) in a NOT NULL one,
+    # a column added by DDL included (its default is the statement's).
+    ("alter table zeros add column da date not null default '2001-02-03'",),
+    (
+        "insert into zeros values (2, '0000-00-00', '0000-00-00 00:00:00', '0000-00-00 00:00:00', '0000-00-00',"
+        " '0000-00-00')",
+    ),
+    ("update zeros set dn = '2020-01-01' where id = 1",),
+    ("delete from zeros where id = 2",),
+)
+
+EVENT_MARKER = "insert into oracle_marker values (1)"

@@ -10,14 +10,16 @@ import json
 import sys
 from pathlib import Path
 
-from tests.compat.oracle import Event, compare
+from tests.compat.oracle import MARIADB_RULES, POSTGRES_RULES, Event, compare
 
 
 def main(argv: list[str]) -> None:
     dump = json.loads(Path(argv[0]).read_text())
     for variant in argv[1:] or list(dump):
         theirs, ours = ({t: [Event(**e) for e in es] for t, es in side.items()} for side in dump[variant])
-        for problem in compare(theirs, ours):
+        connectors = {e.value["source"].get("connector") for es in theirs.values() for e in es if e.value}
+        rules = MARIADB_RULES if connectors & {"mariadb", "mysql"} else POSTGRES_RULES
+        for problem in compare(theirs, ours, rules):
             print(f"[{variant}] {problem[:500]}")
 
 

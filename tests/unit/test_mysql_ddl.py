@@ -97,3 +97,17 @@ def test_the_history_file_recovers_the_committed_version_and_drops_later_lines(t
     again.recover(None, 1)  # the offset of the second DDL was never committed
     assert names(again.tables[("shop", "t")]) == ["id", "v", "price", "at", "flag", "w"]
     assert len(path.read_text().splitlines()) == 2
+
+
+def test_column_defaults_read_as_mariadb_writes_them() -> None:
+    """COLUMN_DEFAULT as MariaDB's information_schema writes it (a zero date in a NOT NULL column
+    streams as its default, converted: a column added by DDL needs it as much as one read from
+    information_schema)."""
+    t = table_after(
+        CREATE,
+        "alter table t add column d date not null default '2001-02-03', add n int DEFAULT NULL, add e int",
+        "alter table t add column ts datetime(6) not null default '2000-01-01 00:00:00.500000', add k int default -5",
+    )
+    by = {c.name: c.default for c in t.columns}
+    assert by["v"] == "'a,b'" and by["d"] == "'2001-02-03'" and by["n"] == "NULL" and by["e"] is None
+    assert by["ts"] == "'2000-01-01 00:00:00.500000'" and by["k"] == "-5" and by["id"] is None

@@ -245,11 +245,6 @@ def test_a_bounded_capture_over_a_password_user_stops_at_a_gtid_position(
     assert again["stopped_by"] == "target_position" and again["rows"] == {f"{db}.orders": 1}
 
 
-@pytest.mark.xfail(
-    strict=True,
-    reason="a detached instance gets a mysql connection's password in MYSQL_PWD (as PostgreSQL's in PGPASSWORD), "
-    "which the MySQL source does not read yet (PyMySQL ignores it): engine/sources/mysql must fall back to it",
-)
 def test_a_detached_instance_gets_the_password_of_a_mysql_connection(instance: dict[str, Any], maria: Maria) -> None:
     started = start(USER_CONN)
     assert started["phase"] == "streaming"

@@ -19,10 +19,15 @@ Why it is more than a loop over the reader:
 - **Counting.** Every event is counted toward the offsets whatever its table
   (``tracking.py``): filtered tables' rows are simply never decoded (the library decodes rows
   lazily), instead of being filtered by the library, which would change the counts.
+- **latin1.** The library decodes a latin1 column as Python's cp1252, strictly: the five bytes
+  cp1252 leaves undefined (0x81, 0x8D, 0x8F, 0x90, 0x9D), which the server stores and converts
+  to U+0081, U+008D, ..., raised UnicodeDecodeError and stopped the stream. latin1 columns are
+  decoded with the server's own latin1 table instead (``MYSQL_LATIN1``).
 """
 
 from __future__ import annotations
 
+import codecs
 import logging
 import time
 from collections.abc import Callable
@@ -114,12 +119,63 @@ class _StreamLost(Exception):
     """The library tried to reconnect its stream on its own (see the module's docstring)."""
 
 
+#: The codec of MySQL's and MariaDB's latin1: cp1252, with its five undefined bytes mapped to the
+#: C1 controls of the same number, as the server converts them (``SELECT CONVERT(x'81' USING
+#: utf8mb4)`` is U+0081), so that the stream reads what a SELECT reads.
+MYSQL_LATIN1 = "airflow_cdc_mysql_latin1"
+
+
+def _latin1_table() -> str:
+    chars = []
+    for byte in range(256):
+        try:
+            chars.append(bytes([byte]).decode("cp1252"))
+        except UnicodeDecodeError:
+            chars.append(chr(byte))
+    return "".join(chars)
+
+
+_LATIN1_DECODING = _latin1_table()
+_LATIN1_ENCODING = codecs.charmap_build(_LATIN1_DECODING)
+
+
+def _find_latin1(name: str) -> codecs.CodecInfo | None:
+    if name != MYSQL_LATIN1:
+        return None
+    return codecs.CodecInfo(
+        name=MYSQL_LATIN1,
+        encode=lambda text, errors="strict": codecs.charmap_encode(text, errors, _LATIN1_ENCODING),
+        decode=lambda data, errors="strict": codecs.charmap_decode(data, errors, _LATIN1_DECODING),
+    )
+
+
+codecs.register(_find_latin1)
+
+
 def _library() -> Any:
     try:
         import pymysqlreplication
     except ImportError as exc:
         raise MissingDependencyError("pymysqlreplication", "mysql") from exc
+    _decode_latin1_as_the_server(pymysqlreplication.row_event.RowsEvent)
     return pymysqlreplication
+
+
+def _decode_latin1_as_the_server(rows_event: Any) -> None:
+    """Make the library decode latin1 columns with ``MYSQL_LATIN1`` (see the module's
+    docstring): its ``RowsEvent.charset_to_encoding`` names the codec of a column's charset;
+    its other charsets keep its own mapping. Idempotent."""
+    original = rows_event.charset_to_encoding
+    if getattr(original, "_airflow_cdc", False):
+        return
+
+    def charset_to_encoding(name: str) -> str:
+        # The table map names a latin1 column's charset by the library's codec for it, cp1252
+        # (no other MySQL charset is cp1252); "latin1" in case a version passes the charset.
+        return MYSQL_LATIN1 if str(name).lower() in ("latin1", "cp1252") else original(name)
+
+    charset_to_encoding._airflow_cdc = True  # type: ignore[attr-defined]
+    rows_event.charset_to_encoding = staticmethod(charset_to_encoding)
 
 
 class BinlogReader:

@@ -2,8 +2,9 @@
 
 The ``source`` block has Debezium's MySQL fields in its order: the common head, then ``table``,
 ``server_id``, ``gtid``, ``file``, ``pos``, ``row``, ``thread``, ``query``. The key is the
-primary key's columns (null for a table without one). A primary-key change is a delete (and its
-tombstone) of the old key, then a create, as Debezium emits it.
+primary key's columns (null for a table without one, whose deletes have no tombstone). A
+primary-key change is a delete (and its tombstone) of the old key, then a create, as Debezium
+emits it.
 """
 
 from __future__ import annotations
@@ -11,7 +12,7 @@ from __future__ import annotations
 import logging
 import time
 from collections.abc import Callable, Sequence
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from typing import Any
 
 from airflow_cdc.engine.envelope import source_info
@@ -37,6 +38,8 @@ class RowPlan:
     topic: str
     columns: tuple[tuple[int, str, Converter], ...]
     key: tuple[str, ...]
+    #: The configured modes: a zero date's stand-in (a column default, converted) depends on them.
+    modes: ValueModes = field(default_factory=ValueModes)
 
     def row(self, values: Sequence[Any], odd_nulls: dict[str, str] | None = None) -> dict[str, Any]:
         try:
@@ -46,7 +49,7 @@ class RowPlan:
         if odd_nulls:
             for index, name, _ in self.columns:
                 if name in odd_nulls and values[index] is None:
-                    row[name] = binlog_null_value(self.table.columns[index], ValueModes(), odd_nulls[name])
+                    row[name] = binlog_null_value(self.table.columns[index], self.modes, odd_nulls[name])
         return row
 
     def _careful(self, values: Sequence[Any]) -> dict[str, Any]:
@@ -73,7 +76,7 @@ def plan(table: Table, topic: str, modes: ValueModes, *, snapshot: bool) -> RowP
         convert = choose(column, modes)
         if convert is not None:
             columns.append((index, column.name, convert))
-    return RowPlan(table, topic, tuple(columns), table.key)
+    return RowPlan(table, topic, tuple(columns), table.key, modes)
 
 
 class ChangeBuilder:
@@ -126,7 +129,10 @@ class ChangeBuilder:
 
     def _delete(self, rows: RowPlan, before: Any, source: Any, offset: Any, ts_ms: int) -> list[SourceRecord]:
         records = self._emit(rows, "d", before, None, source, offset, ts_ms)
-        if records and self._tombstones:
+        # No tombstone without a key (a table without primary key): Debezium emits one with a
+        # null key and a null value, which a Kafka client refuses (kafka-python: "Need at least
+        # one: key or value") and which deletes nothing; a deliberate deviation (oracle.py).
+        if records and self._tombstones and records[0].key is not None:
             records.append(records[0].replace(value=None))
         return records
 
@@ -154,4 +160,6 @@ class ChangeBuilder:
     ) -> SourceRecord:
         after = rows.row(values)
         source = self.source(rows.table.database, rows.table.name, None, snapshot=marker)
+        # Debezium's snapshot records name the binlog point the snapshot stands at.
+        source["file"], source["pos"] = str(offset.get("file") or ""), int(offset.get("pos") or 0)
         return self._emit(rows, "r", None, after, source, offset, source["ts_ms"])[0]

@@ -4,10 +4,11 @@ with an initial snapshot, offsets by GTID and binlog position, and a schema hist
 from __future__ import annotations
 
 import logging
+import os
 import re
 import time
 import zlib
-from collections.abc import Iterator
+from collections.abc import Iterator, Sequence
 from pathlib import Path
 from typing import Any, ClassVar
 
@@ -113,7 +114,10 @@ class MySqlTask(SourceTask):
             "host": s["database.hostname"],
             "port": s["database.port"],
             "user": s["database.user"],
-            "password": s["database.password"],
+            # A detached instance started by Airflow gets the connection's password in MYSQL_PWD
+            # (the MySQL client's variable, as libpq's PGPASSWORD), never in a file; PyMySQL
+            # does not read it itself.
+            "password": s["database.password"] or os.environ.get("MYSQL_PWD", ""),
             "charset": "utf8mb4",
         }
         self.reader: BinlogReader | None = None
@@ -223,14 +227,20 @@ class MySqlTask(SourceTask):
         for index, key in enumerate(tables):
             rows = plan(self.history.tables[key], self._topic(*key), self.modes, snapshot=True)
             self.initial_snapshot.table_started(f"{key[0]}.{key[1]}")
+            first_table, last_table = index == 0, index == len(tables) - 1
             count = 0
-            marker = "first" if index == 0 else "true"
+            held: Sequence[Any] | None = None  # a row is labelled once it is known whether another follows
             for values in self.snapshot.rows(*key, self.settings["snapshot.fetch.size"]):
-                batch.append(self.builder.snapshot_record(rows, values, offset, marker))
-                marker, count = "true", count + 1
-                if len(batch) >= SNAPSHOT_BATCH:
-                    yield batch
-                    batch = []
+                if held is not None:
+                    marker = snapshot_marker(first_table, last_table, first_row=count == 1, last_row=False)
+                    batch.append(self.builder.snapshot_record(rows, held, offset, marker))
+                    if len(batch) >= SNAPSHOT_BATCH:
+                        yield batch
+                        batch = []
+                held, count = values, count + 1
+            if held is not None:
+                marker = snapshot_marker(first_table, last_table, first_row=count == 1, last_row=True)
+                batch.append(self.builder.snapshot_record(rows, held, offset, marker))
             self.initial_snapshot.table_completed(f"{key[0]}.{key[1]}", count)
         # The snapshot's end: everything before the stream's start is delivered.
         batch.append(PositionMarker.at(self.partition, self._offset(self._stream_start)))
@@ -362,6 +372,23 @@ class MySqlTask(SourceTask):
 
 class MariaDbTask(MySqlTask):
     kind = "mariadb"
+
+
+def snapshot_marker(first_table: bool, last_table: bool, *, first_row: bool, last_row: bool) -> str:
+    """Debezium's ``source.snapshot`` of a snapshot record (RelationalSnapshotChangeEventSource's
+    ``setSnapshotMarker``): ``last`` on the last row of the last table, ``first`` on the first of
+    the first, ``last_in_data_collection`` / ``first_in_data_collection`` on every other table's
+    last / first row (in this order of precedence), ``true`` elsewhere. The first and last tables
+    are the first and last in snapshot order, rows or not (an empty last table: no ``last``)."""
+    if last_row and last_table:
+        return "last"
+    if first_row and first_table:
+        return "first"
+    if last_row:
+        return "last_in_data_collection"
+    if first_row:
+        return "first_in_data_collection"
+    return "true"
 
 
 def _history_path(config: Config, prefix: str) -> Path | None:

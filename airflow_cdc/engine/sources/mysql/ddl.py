@@ -131,7 +131,22 @@ def column_row(name: str, definition: str, table_charset: str) -> dict[str, Any]
         "NUMERIC_PRECISION": precision,
         "NUMERIC_SCALE": scale,
         "DATETIME_PRECISION": (numbers[0] if numbers else 0) if data_type in _TEMPORAL_TYPES else None,
+        "COLUMN_DEFAULT": _default(definition),
     }
+
+
+_DEFAULT = re.compile(r"\bdefault\s+(?P<literal>'(?:[^'\\]|''|\\.)*'|[-+\w.:]+)", re.I)
+
+
+def _default(definition: str) -> str | None:
+    """COLUMN_DEFAULT as MariaDB writes it: a quoted literal as declared, NULL, or the bare word
+    (a number, an expression's name). Only a temporal default is read (a zero date's stand-in,
+    ``types.binlog_null_value``)."""
+    match = _DEFAULT.search(definition)
+    if match is None:
+        return None
+    literal = match.group("literal")
+    return "NULL" if literal.upper() == "NULL" else literal
 
 
 def _declared_type(name: str, definition: str) -> tuple[str, str | None, str]:
