@@ -46,11 +46,11 @@ class CdcEngineHook(BaseHook):
     # -- the connection ------------------------------------------------------------------------
     @cached_property
     def settings(self) -> EngineConnection:
-        return _settings(self.cdc_conn_id, self.get_connection(self.cdc_conn_id))
+        return connection_settings(self.cdc_conn_id, self.get_connection(self.cdc_conn_id))
 
     async def asettings(self) -> EngineConnection:
         """The settings, read without blocking the triggerer's event loop."""
-        return _settings(self.cdc_conn_id, await self.aget_connection(self.cdc_conn_id))
+        return connection_settings(self.cdc_conn_id, await self.aget_connection(self.cdc_conn_id))
 
     @cached_property
     def instance_config(self) -> dict[str, Any]:
@@ -137,7 +137,8 @@ class CdcEngineHook(BaseHook):
         return dict(ENGINE_CONNECTION["ui-field-behaviour"])
 
 
-def _settings(conn_id: str, conn: Any) -> EngineConnection:
+def connection_settings(conn_id: str, conn: Any) -> EngineConnection:
+    """An Airflow connection's fields as the engine connection's settings."""
     return engine_connection(
         conn_id,
         host=conn.host,

@@ -11,8 +11,8 @@ import os
 import threading
 from collections.abc import Callable
 
-from airflow_cdc.hooks.engine import CdcEngineHook
-from airflow_cdc.hooks.engine_connection import EngineConnection, engine_client, engine_connection
+from airflow_cdc.hooks.engine import CdcEngineHook, connection_settings
+from airflow_cdc.hooks.engine_connection import EngineConnection, engine_client
 from airflow_cdc.monitoring import InstanceView, Monitor
 
 log = logging.getLogger(__name__)
@@ -57,16 +57,7 @@ def engine_settings(conn_id: str) -> EngineConnection:
     database); a ConfigError names what to fix."""
     from airflow.models import Connection
 
-    conn = Connection.get_connection_from_secrets(conn_id)
-    return engine_connection(
-        conn_id,
-        host=conn.host,
-        port=conn.port,
-        login=conn.login,
-        password=conn.password,
-        schema=conn.schema,
-        extra=conn.extra,
-    )
+    return connection_settings(conn_id, Connection.get_connection_from_secrets(conn_id))
 
 
 class Instances:
