@@ -10,17 +10,11 @@ position ``0-1-42``, a MySQL GTID set ``uuid:1-5`` or a binlog ``file:pos`` - wh
 position is given (``CdcOffsetSensor(target=...)``, ``CdcOffsetsOperator(position=...)``,
 ``CdcCaptureOperator(target_position=...)``).
 
-Not yet here: applying the changes with ``CdcSparkApplyOperator`` as ``example_cdc_pipeline``
-does. The MySQL source writes an incremental snapshot's rows with an empty binlog position
-(``source.file`` ``""``, ``pos`` 0) where Debezium gives the position at the chunk's window close,
-and the Spark job orders changes by that position (it fails casting the empty file's sequence
-number). Once the source gives the position, add after ``caught_up``::
-
-    apply_changes = CdcSparkApplyOperator(
-        task_id="apply_changes", cdc_conn_id=CDC_CONN, tables=TABLES,
-        target_conn_id="mariadb_shop_replica",  # a mysql connection to the replica database
-        table_map={table: table.split(".", 1)[1] for table in TABLES},  # db.table -> the replica's table
-    )
+Then the changes are applied with Spark into a replica database, as ``example_cdc_pipeline``
+does: the job reads the instance's changelog (or topics), keeps the last change per key in
+binlog order (snapshot rows carry the binlog position of their chunk's window) and upserts into
+the replica's tables. A MySQL database is the table's qualifier, so ``table_map`` names the
+replica's tables (``shop.orders`` would be the captured table itself).
 
 Connections (no password in the DAG):
 
@@ -32,7 +26,9 @@ Connections (no password in the DAG):
 * ``mariadb_shop`` - type ``mysql``: the captured server (host, port, user, password) and in
   ``schema`` the database (it becomes ``database.include.list``). The user needs ``SELECT``,
   ``RELOAD``, ``REPLICATION SLAVE``, ``BINLOG MONITOR`` (MySQL: ``REPLICATION CLIENT``) and
-  ``INSERT`` on the signal table (the snapshot's signal and its watermarks).
+  ``INSERT`` on the signal table (the snapshot's signal and its watermarks);
+* ``mariadb_shop_replica`` - type ``mysql``: the replica database the Spark job writes to (its
+  tables exist; the job adds a ``_cdc_position`` column to each, its replay guard).
 
 ``CDC_EXAMPLE_MARIADB_DATABASE`` names the captured database (default ``shop``).
 """
@@ -47,11 +43,13 @@ from airflow.sdk import DAG
 from airflow_cdc.assets import table_asset
 from airflow_cdc.operators.engine import CdcStartEngineOperator
 from airflow_cdc.operators.snapshot import CdcSnapshotOperator
+from airflow_cdc.operators.spark import CdcSparkApplyOperator
 from airflow_cdc.sensors.offset import CdcOffsetSensor
 from airflow_cdc.sensors.snapshot import CdcSnapshotSensor
 
 CDC_CONN = "cdc_mariadb"
 SOURCE_CONN = "mariadb_shop"
+TARGET_CONN = "mariadb_shop_replica"
 TOPIC_PREFIX = "shop_mariadb"
 DATABASE = os.environ.get("CDC_EXAMPLE_MARIADB_DATABASE", "shop")
 #: MySQL's data collections are ``database.table``.
@@ -59,7 +57,8 @@ TABLES = [f"{DATABASE}.orders", f"{DATABASE}.customers"]
 
 with DAG(
     dag_id="example_mariadb_capture",
-    description="Capture MariaDB: start an engine, snapshot through the signal table, wait until all is delivered",
+    description="Capture MariaDB: start an engine, snapshot through the signal table, wait until all is "
+    "delivered, apply it with Spark",
     schedule=None,
     start_date=datetime(2026, 1, 1),
     catchup=False,
@@ -97,4 +96,12 @@ with DAG(
         poke_interval=2,
         timeout=3600,
     )
-    start_engine >> snapshot >> snapshot_done >> caught_up
+    apply_changes = CdcSparkApplyOperator(
+        task_id="apply_changes",
+        cdc_conn_id=CDC_CONN,
+        tables=TABLES,
+        target_conn_id=TARGET_CONN,
+        table_map={table: table.split(".", 1)[1] for table in TABLES},  # database.table -> the replica's
+        master="local[2]",
+    )
+    start_engine >> snapshot >> snapshot_done >> caught_up >> apply_changes

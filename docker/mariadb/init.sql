@@ -42,3 +42,26 @@ from seq_1_to_5000;
 create user 'cdc'@'%' identified by 'cdc';
 grant select, reload, show databases, lock tables, replication slave, replication client on *.* to 'cdc'@'%';
 grant insert, update, delete on debezium_signal to 'cdc'@'%';
+
+-- The replica the Spark apply job writes (connection mariadb_shop_replica): the source's tables
+-- with the same primary keys, written by the user that applies (the job adds a _cdc_position
+-- column). No foreign key: tables apply in parallel lanes, each in its own source order.
+create database shop_replica;
+
+create table shop_replica.customers (
+    id int primary key,
+    name varchar(100) not null,
+    email varchar(200),
+    updated_at timestamp(6) not null default current_timestamp(6)
+);
+
+create table shop_replica.orders (
+    id int primary key,
+    customer_id int not null,
+    status varchar(16) not null,
+    amount decimal(10, 2) not null,
+    updated_at timestamp(6) not null default current_timestamp(6)
+);
+
+create user 'apply'@'%' identified by 'apply';
+grant select, insert, update, delete, alter on shop_replica.* to 'apply'@'%';

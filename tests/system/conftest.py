@@ -280,6 +280,22 @@ def maria_source(mariadb_server: MariaDBServer, mariadb_database: str) -> MariaS
 
 
 @pytest.fixture
+def maria_replica(maria_source: MariaSource, monkeypatch: pytest.MonkeyPatch) -> Iterator[MariaSource]:
+    """Connection ``mariadb_shop_replica``: an empty database with the source's tables, where
+    ``example_mariadb_capture``'s Spark job applies the changes."""
+    replica = MariaSource(maria_source.server, f"{maria_source.database}_replica")
+    maria_source.execute(f"create database `{replica.database}`")
+    replica.execute(
+        "create table orders (id int primary key, status varchar(20), amount decimal(10,2) not null, "
+        "updated_at datetime(3) not null)",
+        "create table customers (id int primary key, name varchar(100))",
+    )
+    monkeypatch.setenv("AIRFLOW_CONN_MARIADB_SHOP_REPLICA", json.dumps(replica.connection()))
+    yield replica
+    maria_source.execute(f"drop database if exists `{replica.database}`")
+
+
+@pytest.fixture
 def maria_shop(
     tmp_path: Path, maria_source: MariaSource, airflow_db: str, monkeypatch: pytest.MonkeyPatch
 ) -> Iterator[Instance]:

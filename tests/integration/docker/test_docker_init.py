@@ -255,6 +255,7 @@ def stack_mariadb(mariadb_server: MariaDBServer) -> Iterator[MariaDBServer]:
         yield mariadb_server
     finally:
         mariadb_server.drop_database(database)
+        mariadb_server.drop_database("shop_replica")
         with mariadb_server.connect() as conn, conn.cursor() as cur:
             for user in users:
                 cur.execute(f"drop user if exists {user}")
@@ -297,6 +298,44 @@ def test_mariadb_init_builds_the_shop_for_the_capturing_user(stack_mariadb: Mari
         pymysql.connect(
             host=stack_mariadb.host, port=stack_mariadb.port, user=config["database.user"], password=password + "x"
         ).close()
+
+
+def test_mariadb_init_builds_the_replica_for_the_apply_job(stack_mariadb: MariaDBServer) -> None:
+    """What example_mariadb_capture's Spark job needs of mariadb_shop_replica: the source's
+    columns and keys, empty, and the right to add its ``_cdc_position`` column and write."""
+    conn_ids = stack.connections()
+    replica_conn = conn_ids["mariadb_shop_replica"]
+    source_database = stack.environment("mariadb")["MARIADB_DATABASE"]
+
+    def shape(cur: Any, database: str, table: str) -> list[tuple[Any, ...]]:
+        cur.execute(
+            "select column_name, column_type, is_nullable, column_key = 'PRI' from information_schema.columns"
+            " where table_schema = %s and table_name = %s order by ordinal_position",
+            (database, table),
+        )
+        return list(cur.fetchall())
+
+    with (
+        pymysql.connect(
+            host=stack_mariadb.host,
+            port=stack_mariadb.port,
+            user=replica_conn["login"],
+            password=replica_conn["password"],
+            database=replica_conn["schema"],
+            autocommit=True,
+        ) as replica,
+        replica.cursor() as cur,
+        stack_mariadb.connect() as root,
+        root.cursor() as source,
+    ):
+        for table in ("customers", "orders"):
+            assert shape(cur, replica_conn["schema"], table) == shape(source, source_database, table), table
+            cur.execute(f"select count(*) from {table}")
+            assert cur.fetchone() == (0,)
+        cur.execute("alter table orders add column _cdc_position varchar(64)")
+        cur.execute("insert into orders values (1, 1, 'open', 1.00, now(6), '1')")
+        cur.execute("delete from orders")
+        cur.execute("alter table orders drop column _cdc_position")
 
 
 def test_the_mariadb_server_options_of_the_stack_are_accepted(mariadb_server: MariaDBServer) -> None:

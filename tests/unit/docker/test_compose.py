@@ -204,7 +204,7 @@ def test_the_connections_are_json_and_are_the_ones_the_example_dags_use() -> Non
     connections = stack.connections()
     assert dag_connection_ids() == {
         *("cdc_shop", "cdc_shop_batch", "pg_shop", "pg_shop_replica"),
-        *("cdc_mariadb", "mariadb_shop"),
+        *("cdc_mariadb", "mariadb_shop", "mariadb_shop_replica"),
     }
     assert set(connections) == dag_connection_ids()
     for conn_id, conn in connections.items():
@@ -231,6 +231,7 @@ def test_the_source_connections_reach_the_services_and_databases_of_the_stack() 
     assert connections["pg_shop"]["schema"] == postgres["POSTGRES_DB"]
     assert (connections["mariadb_shop"]["host"], connections["mariadb_shop"]["port"]) == ("mariadb", 3306)
     assert connections["mariadb_shop"]["schema"] == mariadb["MARIADB_DATABASE"]
+    assert connections["mariadb_shop_replica"]["host"] == "mariadb"
     # Each instance's file agrees with the source connection its DAG starts it with.
     sources = {"postgres": connections["pg_shop"], "mariadb": connections["mariadb_shop"]}
     for path in engine_configs().values():
