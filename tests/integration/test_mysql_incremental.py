@@ -135,3 +135,49 @@ def test_pause_resume_and_stop_signals_act_on_the_running_snapshot(mariadb_serve
     assert scanned == {f"{database}.t": "SKIPPED", f"{database}.u": "SUCCEEDED"}
     assert apply(table_events(collected, "u")) == expected_u
     assert 0 < sum(1 for e in table_events(collected, "t") if e["value"]) < 3000  # stopped part way
+
+
+def test_a_blocking_snapshot_pauses_the_binlog_then_streams_on_and_converges(mariadb_server, mariadb_database, db):
+    create_load_table(db, 3000)
+    collected = Collector()
+    engine = Engine(config(mariadb_server, mariadb_database), consumer=collected, serializer=JsonSerializer())
+    connect = functools.partial(mariadb_server.connect, database=mariadb_database)
+    with EngineRunner(engine), WriteLoad(connect, first_new_id=3001, seed=5) as load:
+        wait_until(lambda: load.transactions > 30 and collected.changes(), 30, "streaming under writes")
+        signal_id = send(db, "execute-snapshot", {"data-collections": [f"{mariadb_database}.t"], "type": "blocking"})
+        wait_until(lambda: "COMPLETED" in kinds(engine, signal_id), 60, "the blocking snapshot completed")
+        streamed_before = load.transactions
+        wait_until(lambda: load.transactions > streamed_before + 20, 30, "writes after it")
+        load.stop()
+        expected = source_image(db)
+        try:
+            wait_until(lambda: apply(collected.snapshot()) == expected, 60, "target equals source")
+        except TimeoutError:
+            raise AssertionError(image_diff(expected, apply(collected.snapshot()))) from None
+
+    done = notifications(engine, signal_id)
+    assert [n["type"] for n in done] == ["STARTED", "COMPLETED"]
+    assert done[0]["aggregate_type"] == "Blocking Snapshot"
+    reads = [e["value"] for e in table_events(collected) if e["value"] and e["value"]["op"] == "r"]
+    assert len(reads) == int(done[1]["additional_data"]["total_rows_scanned"]) >= 2000  # deletes ran meanwhile
+    # Debezium's markers, and the binlog point the rows were read at (not older than the stream's).
+    assert [r["source"]["snapshot"] for r in (reads[0], reads[-1])] == ["first", "last"]
+    assert {r["source"]["snapshot"] for r in reads[1:-1]} == {"true"}
+    points = {(r["source"]["file"], r["source"]["pos"]) for r in reads}
+    assert len(points) == 1 and next(iter(points))[1] > 0
+
+
+def test_a_blocking_snapshot_is_refused_while_an_incremental_one_runs(mariadb_server, mariadb_database, db):
+    create_load_table(db, 3000)
+    collected = Collector()
+    cfg = config(mariadb_server, mariadb_database, **{"incremental.snapshot.chunk.size": 50})
+    engine = Engine(cfg, consumer=collected, serializer=JsonSerializer())
+    with EngineRunner(engine):
+        incremental = send(db, "execute-snapshot", {"data-collections": [f"{mariadb_database}.t"]})
+        wait_until(lambda: "IN_PROGRESS" in kinds(engine, incremental), 60, "chunks read")
+        send(db, "pause-snapshot", {})
+        wait_until(lambda: "PAUSED" in kinds(engine, incremental), 30, "paused")
+        blocking = send(db, "execute-snapshot", {"data-collections": [f"{mariadb_database}.t"], "type": "blocking"})
+        wait_until(lambda: kinds(engine, blocking), 30, "the blocking signal answered")
+    [refused] = notifications(engine, blocking)
+    assert refused["type"] == "REJECTED" and "incremental snapshot is running" in refused["additional_data"]["problem"]

@@ -98,7 +98,10 @@ class BlockingSnapshot:
 class SnapshotCoordinator:
     """``position``: where the source's stream stands, for records with no position of their
     own before anything was fed (an offset whose commit loses nothing handed over so far).
-    ``signal_topic``: the signal table's topic, whose records :meth:`watch` takes for signal rows."""
+    ``signal_topic``: the signal table's topic, whose records :meth:`watch` takes for signal rows.
+    ``watermarks``: for a source whose watermarks are points of its stream rather than rows or
+    messages (MySQL's read-only GTID windows): places :class:`Watermark` events among the
+    records :meth:`watch` is given."""
 
     def __init__(
         self,
@@ -113,9 +116,10 @@ class SnapshotCoordinator:
         resume: Offset | None,
         qualifier: str | None = None,
         signal_topic: str | None = None,
+        watermarks: Callable[[Sequence[SourceRecord]], Sequence[SourceRecord]] | None = None,
     ) -> None:
         self.source, self.bus, self.connector_name = source, bus, connector_name
-        self._signal_topic = signal_topic
+        self._signal_topic, self._place_watermarks = signal_topic, watermarks
         self._source_position, self._partition = position, partition
         self._strategy = settings["incremental.snapshot.watermarking.strategy"]
         self.snapshot = IncrementalSnapshot(
@@ -150,6 +154,7 @@ class SnapshotCoordinator:
         position: Callable[[], Offset],
         signal_topic: str | None,
         qualifier: str | None = None,
+        watermarks: Callable[[Sequence[SourceRecord]], Sequence[SourceRecord]] | None = None,
     ) -> SnapshotCoordinator:
         """The coordinator of a source task: the task's notifications, signal router and
         committed offset (a snapshot to resume)."""
@@ -164,12 +169,15 @@ class SnapshotCoordinator:
             resume=context.offset(partition),
             qualifier=qualifier,
             signal_topic=signal_topic,
+            watermarks=watermarks,
         )
 
     # -- the stream ------------------------------------------------------------------------------
     def watch(self, records: Sequence[SourceRecord]) -> list[Segment]:
         """The polled records to hand over, in order, with each closed window's rows after it
         (the signal table's records are taken for signal rows)."""
+        if self._place_watermarks is not None:
+            records = self._place_watermarks(records)
         return self.feed(with_signal_rows(records, self._signal_topic))
 
     def feed(self, events: Sequence[SourceEvent]) -> list[Segment]:

@@ -156,10 +156,18 @@ class ChangeBuilder:
         return [SourceRecord(rows.topic, key, value, self.partition, offset, ts_ms)]
 
     def snapshot_record(
-        self, rows: RowPlan, values: Sequence[Any], offset: dict[str, Any], marker: str
+        self,
+        rows: RowPlan,
+        values: Sequence[Any],
+        offset: dict[str, Any],
+        marker: str,
+        at: dict[str, Any] | None = None,
     ) -> SourceRecord:
+        """``at``: the binlog point the rows were read at, when it is not the offset's (a
+        blocking snapshot's rows are newer than the stream's position, their offset)."""
         after = rows.row(values)
         source = self.source(rows.table.database, rows.table.name, None, snapshot=marker)
         # Debezium's snapshot records name the binlog point the snapshot stands at.
-        source["file"], source["pos"] = str(offset.get("file") or ""), int(offset.get("pos") or 0)
+        point = offset if at is None else at
+        source["file"], source["pos"] = str(point.get("file") or ""), int(point.get("pos") or 0)
         return self._emit(rows, "r", None, after, source, offset, source["ts_ms"])[0]

@@ -64,5 +64,13 @@ MYSQL_CONFIG = ConfigDef(
         ),
         *SIGNAL_FIELDS,
         *INCREMENTAL_SNAPSHOT_FIELDS,
+        Field(
+            "read.only",
+            type="bool",
+            default=False,
+            doc="Incremental snapshots write nothing to the database: each chunk's window is bounded by the "
+            "server's executed GTID set before and after its read (Debezium's read-only incremental snapshot; "
+            "needs GTIDs: MySQL gtid_mode=ON, MariaDB 10.0+). Send signals through the api, file or kafka channel.",
+        ),
     ]
 )

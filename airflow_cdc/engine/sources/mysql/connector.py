@@ -26,9 +26,11 @@ from airflow_cdc.engine.snapshots.handover import HandOver
 from airflow_cdc.engine.sources.mysql.binlog import BinlogPurgedError, BinlogReader, Position, RowChange, SchemaChange
 from airflow_cdc.engine.sources.mysql.changes import ChangeBuilder, RowPlan, plan
 from airflow_cdc.engine.sources.mysql.config import MYSQL_CONFIG
+from airflow_cdc.engine.sources.mysql.ddl import Table
+from airflow_cdc.engine.sources.mysql.gtid_windows import GtidWindows
 from airflow_cdc.engine.sources.mysql.incremental import MySqlChunkSource
 from airflow_cdc.engine.sources.mysql.positions import MYSQL_POSITIONS, offset_of
-from airflow_cdc.engine.sources.mysql.schema import SchemaHistory
+from airflow_cdc.engine.sources.mysql.schema import SchemaHistory, read_tables
 from airflow_cdc.engine.sources.mysql.server import check_available, check_server, current_position
 from airflow_cdc.engine.sources.mysql.snapshot import ConsistentSnapshot
 from airflow_cdc.engine.sources.mysql.tracking import StartPoint
@@ -122,6 +124,8 @@ class MySqlTask(SourceTask):
         }
         self.reader: BinlogReader | None = None
         self.snapshot: ConsistentSnapshot | None = None
+        self._blocking: str | None = None  # the signal id of a running blocking snapshot
+        self._snapshot_rows = 0
         self._batches: Iterator[list[SourceRecord]] | None = None
         self.initial_snapshot = InitialSnapshotNotifications(context.notifications, self.prefix)
         self.filter = TableFilter(s)
@@ -145,10 +149,12 @@ class MySqlTask(SourceTask):
 
     def _coordinator(self, context: TaskContext) -> SnapshotCoordinator:
         """Signals and incremental snapshots: the signal table's rows come from the binlog like
-        any captured table's, the watermarks are rows of it too."""
+        any captured table's, the watermarks are rows of it too - or, with ``read.only``, points
+        of the stream found by GTID (``gtid_windows.py``), and nothing is written."""
         s = self.settings
         signal = str(s["signal.data.collection"])
         signal_table = _split_table(signal) if signal else None
+        windows = GtidWindows(self.partition, self._stream_position) if s["read.only"] else None
         source = MySqlChunkSource(
             self.conn,
             lambda: _connect({**self.connection, "init_command": "SET time_zone='+00:00'"}),
@@ -160,6 +166,8 @@ class MySqlTask(SourceTask):
             signal_table=signal_table,
             strategy=s["incremental.snapshot.watermarking.strategy"],
             batch=SNAPSHOT_BATCH,
+            gtid_windows=windows,
+            server=self.server,
         )
         return SnapshotCoordinator.for_task(
             context,
@@ -168,6 +176,7 @@ class MySqlTask(SourceTask):
             partition=self.partition,
             position=self._stream_position,
             signal_topic=self._topic(*signal_table) if signal_table else None,
+            watermarks=windows.place if windows is not None else None,
         )
 
     def _stream_position(self) -> dict[str, Any]:
@@ -221,29 +230,44 @@ class MySqlTask(SourceTask):
         self.initial_snapshot.started([f"{d}.{t}" for d, t in tables])
         self._batches = self._snapshot_batches(tables, {**self._offset(start), "snapshot": True})
 
-    def _snapshot_batches(self, tables: list[tuple[str, str]], offset: dict[str, Any]) -> Iterator[list[SourceRecord]]:
+    def _snapshot_batches(
+        self,
+        tables: list[tuple[str, str]],
+        offset: dict[str, Any],
+        *,
+        at: dict[str, Any] | None = None,
+        initial: bool = True,
+    ) -> Iterator[list[SourceRecord]]:
+        """The snapshot's records, then a marker at the stream's start (``offset``). ``initial``:
+        the initial snapshot's notifications; ``at``: the point the rows were read at if it is
+        not the offset's."""
         assert self.snapshot is not None
         batch: list[SourceRecord] = []
+        self._snapshot_rows = 0
         for index, key in enumerate(tables):
             rows = plan(self.history.tables[key], self._topic(*key), self.modes, snapshot=True)
-            self.initial_snapshot.table_started(f"{key[0]}.{key[1]}")
+            if initial:
+                self.initial_snapshot.table_started(f"{key[0]}.{key[1]}")
             first_table, last_table = index == 0, index == len(tables) - 1
             count = 0
             held: Sequence[Any] | None = None  # a row is labelled once it is known whether another follows
             for values in self.snapshot.rows(*key, self.settings["snapshot.fetch.size"]):
                 if held is not None:
                     marker = snapshot_marker(first_table, last_table, first_row=count == 1, last_row=False)
-                    batch.append(self.builder.snapshot_record(rows, held, offset, marker))
+                    batch.append(self.builder.snapshot_record(rows, held, offset, marker, at))
                     if len(batch) >= SNAPSHOT_BATCH:
                         yield batch
                         batch = []
                 held, count = values, count + 1
             if held is not None:
                 marker = snapshot_marker(first_table, last_table, first_row=count == 1, last_row=True)
-                batch.append(self.builder.snapshot_record(rows, held, offset, marker))
-            self.initial_snapshot.table_completed(f"{key[0]}.{key[1]}", count)
+                batch.append(self.builder.snapshot_record(rows, held, offset, marker, at))
+            self._snapshot_rows += count
+            if initial:
+                self.initial_snapshot.table_completed(f"{key[0]}.{key[1]}", count)
         # The snapshot's end: everything before the stream's start is delivered.
-        batch.append(PositionMarker.at(self.partition, self._offset(self._stream_start)))
+        end = self._offset(self._stream_start) if initial else offset
+        batch.append(PositionMarker.at(self.partition, end))
         yield batch
 
     def _stream_from(self, start: StartPoint) -> None:
@@ -264,7 +288,10 @@ class MySqlTask(SourceTask):
         if self._batches is not None:
             batch = next(self._batches, None)
             if batch is None:
-                self._snapshot_done()
+                if self._blocking is not None:
+                    self._blocking_done()
+                else:
+                    self._snapshot_done()
                 return []
             return batch
         if self.reader is None:
@@ -290,12 +317,46 @@ class MySqlTask(SourceTask):
         tail = signalling.after_poll()
         blocking = signalling.take_blocking()
         if blocking is not None:
-            signalling.reject(
-                SignalError("blocking snapshots are not implemented for MySQL yet: use type incremental"),
-                blocking.signal_id,
+            self._begin_blocking_snapshot(blocking.signal_id, list(blocking.tables))
+        return self._handover.first(segments, tail)
+
+    def _begin_blocking_snapshot(self, signal_id: str, tables: list[str]) -> None:
+        """A blocking snapshot (Debezium's ``type: blocking``): stop reading the binlog, read the
+        tables in a consistent snapshot, then stream on from where the binlog stood. The rows
+        name the newer point they were read at (``source.file``/``pos``) and carry the stream's
+        offset: the changes streamed afterwards are applied over them and the target converges,
+        as after an interrupted initial snapshot. A restart during it streams on without it
+        (the offsets never left the stream's position), as Debezium does."""
+        wanted = set(tables)
+        keys = [key for key in sorted(self.history.tables) if f"{key[0]}.{key[1]}" in wanted]
+        snap = ConsistentSnapshot(self.connection, self.server)
+        # The rows are read with the stream's definitions: a DDL between the stream's position
+        # and the snapshot would give rows of another shape.
+        now = read_tables(snap.conn, keys)
+        changed = [f"{d}.{t}" for d, t in keys if _shape(now.get((d, t))) != _shape(self.history.tables[(d, t)])]
+        if changed:
+            snap.close()
+            self.signalling.reject(
+                SignalError(
+                    f"the schema of {', '.join(changed)} changed after the binlog position the stream stands at: "
+                    "send the blocking snapshot again once the stream has passed the DDL"
+                ),
+                signal_id,
                 "execute-snapshot",
             )
-        return self._handover.first(segments, tail)
+            return
+        log.info("%s: blocking snapshot of %s", self.prefix, ", ".join(tables))
+        self.snapshot, self._blocking = snap, signal_id
+        self._batches = self._snapshot_batches(
+            keys, self._stream_position(), at=self._offset(snap.position), initial=False
+        )
+
+    def _blocking_done(self) -> None:
+        assert self.snapshot is not None and self._blocking is not None
+        self.snapshot.close()
+        self.signalling.blocking_done(self._blocking, self._snapshot_rows)
+        log.info("%s: blocking snapshot done, %d rows", self.prefix, self._snapshot_rows)
+        self.snapshot, self._batches, self._blocking = None, None, None  # streaming goes on
 
     def _read_stream(self) -> list[SourceRecord]:
         assert self.reader is not None
@@ -389,6 +450,12 @@ def snapshot_marker(first_table: bool, last_table: bool, *, first_row: bool, las
     if first_row:
         return "first_in_data_collection"
     return "true"
+
+
+def _shape(table: Table | None) -> tuple[tuple[str, str], ...] | None:
+    """What a row read from the table looks like: its columns' names and types (the history's
+    definitions from DDL and information_schema's differ in details a row does not show)."""
+    return None if table is None else tuple((c.name, c.data_type) for c in table.columns)
 
 
 def _history_path(config: Config, prefix: str) -> Path | None:

@@ -9,6 +9,12 @@ moment before InnoDB makes it visible, but both servers commit in binlog order
 returned, every transaction before it in the binlog is visible, so the chunk read after it misses
 none of them; those after it are streamed after the window was queued.
 
+In read-only mode (``read.only``, :mod:`.gtid_windows`) nothing is written: each chunk is read
+between two reads of the server's executed GTID set, and the stream closes the window by GTID.
+On MariaDB the chunk is read in a consistent snapshot whose binlog point says exactly which
+transactions it saw (``Chunk.visibility``); MySQL has no such point, and every change streamed
+since the window was queued drops its row, as above.
+
 Chunk keys travel as text (the JSON of the offsets' snapshot context) and are compared by the
 server with the bound cast back to the column's type (``CAST('42' AS SIGNED)``), binary keys as
 hex; composite keys are compared column by column (``k1 > a or (k1 = a and k2 > b)``, which the
@@ -42,6 +48,9 @@ from airflow_cdc.engine.snapshots.chunks import (
 from airflow_cdc.engine.sources.mysql.changes import ChangeBuilder, RowPlan
 from airflow_cdc.engine.sources.mysql.changes import plan as row_plan
 from airflow_cdc.engine.sources.mysql.ddl import Table
+from airflow_cdc.engine.sources.mysql.gtid_windows import GtidVisibility, GtidWindow, GtidWindows
+from airflow_cdc.engine.sources.mysql.positions import GtidSet, MariaDbGtidSet
+from airflow_cdc.engine.sources.mysql.server import ServerInfo, ServerSetupError, executed_gtids
 from airflow_cdc.engine.sources.mysql.types import MySqlColumn, ValueModes
 
 P = ParamSpec("P")
@@ -122,9 +131,29 @@ def compare_args(bound: Sequence[str], operator: str) -> list[str]:
     return [value for i in range(len(bound)) for value in (*bound[:i], bound[i])]
 
 
+def check_read_only(server: ServerInfo) -> None:
+    """ServerSetupError unless the server has the GTIDs read-only snapshots are bounded by
+    (Debezium refuses such a connector at start: "Read only connection requires GTID_MODE to be ON")."""
+    if server.mariadb:
+        major = server.version.split(".", 1)[0]
+        if major.isdigit() and int(major) < 10:
+            raise ServerSetupError(
+                f"read.only incremental snapshots need GTIDs, which MariaDB {server.version} lacks: "
+                "upgrade to MariaDB 10.0 or later, or set read.only=false (watermarks in the signal table)"
+            )
+        return
+    if not server.gtid_mode:
+        raise ServerSetupError(
+            "read.only incremental snapshots need GTIDs, but the server's gtid_mode is OFF (Debezium: "
+            '"Read only connection requires GTID_MODE to be ON"): set gtid_mode=ON and '
+            "enforce_gtid_consistency=ON, or set read.only=false (watermarks in the signal table)"
+        )
+
+
 class MySqlChunkSource:
     """``tables``: the schema history's definitions (read, never changed, from the reader
-    thread); ``connect``: a new connection (the reader thread's). ``conn`` is the task thread's."""
+    thread); ``connect``: a new connection (the reader thread's). ``conn`` is the task thread's.
+    ``gtid_windows``: read-only mode - windows bounded by the executed GTID sets of ``server``."""
 
     def __init__(
         self,
@@ -139,10 +168,19 @@ class MySqlChunkSource:
         signal_table: TableKey | None,
         strategy: str,
         batch: int = 256,
+        gtid_windows: GtidWindows | None = None,
+        server: ServerInfo | None = None,
     ) -> None:
         self._conn, self._connect, self._tables = conn, connect, tables
         self._captured, self._topic, self._builder, self._modes = captured, topic, builder, modes
         self._signal, self._strategy, self._batch = signal_table, strategy, batch
+        self._gtid_windows, self._server = gtid_windows, server
+        if gtid_windows is not None:
+            assert server is not None
+            check_read_only(server)
+        #: Reads see an exact binlog point (MariaDB's consistent snapshots): changes are followed
+        #: by transaction.
+        self._exact = gtid_windows is not None and server is not None and server.mariadb
         self._window_conn: Any = None
         self._surrogates: dict[str, str] = {}
 
@@ -224,27 +262,38 @@ class MySqlChunkSource:
     ) -> Chunk:
         """The open watermark, the chunk's read-only transaction and the close watermark, each
         committed before the next begins: the chunk's snapshot is taken after the open
-        watermark is in the binlog, and the close watermark follows it."""
+        watermark is in the binlog, and the close watermark follows it. In read-only mode the
+        executed GTID sets before and after the read take the watermarks' places."""
         table = self._table(plan.name)
         assert table is not None
         key = self._key(plan, table)
         conn = self._window()
-        opened = time.time_ns()
-        self._watermark(conn, window_id, "open", watermark.metadata(opened, None, correlation_id, plan.name))
         where, args = self._where(plan, key, after, upto)
         columns = ", ".join(_quote(c.name) for c in table.columns)
         order = ", ".join(_quote(c.name) for c in key)
         texts = ", ".join(key_text(c) for c in key)
         query = f"select {columns}, {texts} from {self._ident(plan.name)}{where} order by {order} limit {int(limit)}"
-        with self._read_only(conn) as cur:
-            cur.execute(query, args)
-            rows = list(cur.fetchall())
-        closing = watermark.metadata(opened, time.time_ns(), correlation_id, plan.name)
-        self._watermark(conn, window_id, "close", closing)
+        visibility: GtidVisibility | None = None
+        if self._gtid_windows is not None:
+            low = self._executed(conn)
+            with self._consistent_snapshot(conn) as (cur, seen):
+                cur.execute(query, args)
+                rows = list(cur.fetchall())
+            self._gtid_windows.add(GtidWindow(window_id, low, self._executed(conn)))
+            visibility = None if seen is None else GtidVisibility(seen)
+        else:
+            opened = time.time_ns()
+            self._watermark(conn, window_id, "open", watermark.metadata(opened, None, correlation_id, plan.name))
+            with self._read_only(conn) as cur:
+                cur.execute(query, args)
+                rows = list(cur.fetchall())
+            closing = watermark.metadata(opened, time.time_ns(), correlation_id, plan.name)
+            self._watermark(conn, window_id, "close", closing)
         width = len(table.columns)
         last_key = tuple(_text(v) for v in rows[-1][width:]) if rows else None
         rows_plan = row_plan(table, self.topic_of(plan.name), self._modes, snapshot=True)
-        return Chunk(_ChunkRows(rows, width, rows_plan, self._builder, self._batch), last_key, len(rows) < limit)
+        chunk_rows = _ChunkRows(rows, width, rows_plan, self._builder, self._batch)
+        return Chunk(chunk_rows, last_key, len(rows) < limit, visibility)
 
     def dedup_key(self, record: SourceRecord) -> Hashable:
         if record.key:
@@ -255,10 +304,20 @@ class MySqlChunkSource:
         return ("surrogate", row.get(column)) if column else None
 
     def transaction(self, record: SourceRecord) -> Hashable:
-        return None  # no read visibility (see the module's docstring): transactions are not followed
+        if not self._exact:
+            return None  # no read visibility (see the module's docstring): transactions are not followed
+        value = record.value
+        source = value.get("source") if type(value) is dict else None
+        return source.get("gtid") if type(source) is dict else None
 
-    def horizon(self) -> None:
-        return None
+    @_engine_errors
+    def horizon(self) -> GtidVisibility | None:
+        """What a read started now would see (MariaDB read-only mode only)."""
+        if not self._exact:
+            return None
+        with self._consistent_snapshot(self._conn) as (_, seen):
+            pass
+        return None if seen is None else GtidVisibility(seen)
 
     def interrupt(self) -> None:
         """Kill a query the window reader may be running (the stop must not wait on it)."""
@@ -286,6 +345,40 @@ class MySqlChunkSource:
                     f"insert into {self._ident('.'.join(self._signal))} (id, type, data) values (%s, %s, %s)",
                     (f"{window_id}-{kind}", WINDOW_OPEN if kind == "open" else WINDOW_CLOSE, data),
                 )
+
+    def _executed(self, conn: Any) -> GtidSet:
+        """The server's executed GTID set (Debezium's watermarks: ``gtid_binlog_pos`` on
+        MariaDB, ``gtid_executed`` - SHOW BINARY LOG STATUS' ``Executed_Gtid_Set`` - on MySQL)."""
+        assert self._server is not None
+        gtids = executed_gtids(conn, self._server)
+        assert gtids is not None  # check_read_only: the server has GTIDs
+        return gtids
+
+    @contextlib.contextmanager
+    def _consistent_snapshot(self, conn: Any) -> Iterator[tuple[Any, GtidSet | None]]:
+        """A read-only consistent-snapshot transaction and, on MariaDB, the GTID state it sees:
+        its binlog point (``binlog_snapshot_file``/``_position``, which the server keeps
+        consistent with the snapshot) through ``BINLOG_GTID_POS``."""
+        with conn.cursor() as cur:
+            cur.execute("start transaction with consistent snapshot, read only")
+            try:
+                seen: GtidSet | None = None
+                if self._exact:
+                    cur.execute(
+                        "show status where variable_name in ('binlog_snapshot_file', 'binlog_snapshot_position')"
+                    )
+                    status = {str(k).lower(): _text(v) for k, v in cur.fetchall()}
+                    cur.execute(
+                        "select binlog_gtid_pos(%s, %s)",
+                        (status["binlog_snapshot_file"], int(status["binlog_snapshot_position"])),
+                    )
+                    found = cur.fetchone()
+                    if found is not None and found[0] is not None:  # else: no exact rule this once
+                        seen = MariaDbGtidSet.parse(_text(found[0]))
+                yield cur, seen
+            finally:
+                with contextlib.suppress(pymysql.Error):
+                    cur.execute("commit")
 
     def _where(
         self, plan: TablePlan, key: Sequence[MySqlColumn], after: Sequence[str] | None, upto: Sequence[str] | None
