@@ -61,6 +61,9 @@ _FORBIDDEN = re.compile(r";|--|/\*|#")
 _CONNECTION_ERRORS = frozenset((1053, 1077, 1152, 1158, 1159, 1160, 1161, 1927))
 _INTEGERS = frozenset(("tinyint", "smallint", "mediumint", "int", "bigint", "year"))
 _BINARY = frozenset(("binary", "varbinary", "tinyblob", "blob", "mediumblob", "longblob"))
+#: Sorted by their members' numbers (ENUM's index, SET's bits), not by their text: a key of one is
+#: kept and compared as that number, or the chunks' order and bounds would disagree.
+_NUMBERED = frozenset(("enum", "set"))
 TableKey = tuple[str, str]
 
 
@@ -89,13 +92,15 @@ def key_text(column: MySqlColumn) -> str:
     """SQL of a key column's text, as the chunk cursor keeps it."""
     if column.data_type in _BINARY:
         return f"HEX({_quote(column.name)})"
+    if column.data_type in _NUMBERED:
+        return f"CAST({_quote(column.name)} + 0 AS CHAR)"
     return f"CAST({_quote(column.name)} AS CHAR)"
 
 
 def key_bound(column: MySqlColumn) -> str:
     """SQL of a bound for the column, from such a text (a ``%s`` placeholder)."""
     kind = column.data_type
-    if kind in _INTEGERS:
+    if kind in _INTEGERS or kind in _NUMBERED:  # an ENUM or SET compared with a number: by its number
         return "CAST(%s AS UNSIGNED)" if column.unsigned else "CAST(%s AS SIGNED)"
     if kind == "decimal":
         return f"CAST(%s AS DECIMAL({column.precision or 10},{column.scale or 0}))"
