@@ -42,6 +42,12 @@ _COLUMNS_QUERY = (
     "('mysql', 'information_schema', 'performance_schema', 'sys') {where} "
     "ORDER BY TABLE_SCHEMA, TABLE_NAME, ORDINAL_POSITION"
 )
+#: Primary-key columns in the key's order (Debezium's key fields follow it, not the columns' order).
+_KEY_QUERY = (
+    "SELECT TABLE_SCHEMA, TABLE_NAME, COLUMN_NAME FROM information_schema.STATISTICS WHERE INDEX_NAME = 'PRIMARY' "
+    "AND TABLE_SCHEMA NOT IN ('mysql', 'information_schema', 'performance_schema', 'sys') {where} "
+    "ORDER BY TABLE_SCHEMA, TABLE_NAME, SEQ_IN_INDEX"
+)
 _TABLES_QUERY = (
     "SELECT t.TABLE_SCHEMA, t.TABLE_NAME, c.CHARACTER_SET_NAME FROM information_schema.TABLES t "
     "LEFT JOIN information_schema.COLLATION_CHARACTER_SET_APPLICABILITY c ON c.COLLATION_NAME = t.TABLE_COLLATION "
@@ -78,8 +84,9 @@ def read_tables(conn: Any, only: Iterable[TableKey] | None = None) -> dict[Table
             if key not in charsets:
                 continue  # a view
             columns.setdefault(key, []).append(MySqlColumn.from_information_schema(record))
-            if _text(record["COLUMN_KEY"]) == "PRI":
-                keys_of.setdefault(key, []).append(_text(record["COLUMN_NAME"]))
+        cur.execute(_KEY_QUERY.format(where=where), args)
+        for schema, name, column in cur.fetchall():
+            keys_of.setdefault((_text(schema), _text(name)), []).append(_text(column))
     return {
         key: Table(key[0], key[1], tuple(cols), tuple(keys_of.get(key, ())), charsets[key])
         for key, cols in columns.items()
