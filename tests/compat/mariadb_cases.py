@@ -244,6 +244,20 @@ EVENT_STREAM: tuple[tuple[str, ...], ...] = (
     ),
     ("update zeros set dn = '2020-01-01' where id = 1",),
     ("delete from zeros where id = 2",),
+    # A table's life while streaming, for the schema change topic: CREATE (a statement's own
+    # spelling: no display widths, an alias, defaults, a comment), an index, DROP.
+    (
+        """create table late_table (
+            id integer not null auto_increment, code varchar(8) character set latin1 default 'x',
+            price decimal(6,2) unsigned default 0 comment 'cost', kind enum('a','b') not null default 'a',
+            at timestamp(3) null default current_timestamp(3), primary key (id))""",
+    ),
+    ("insert into late_table (code) values ('one')",),
+    ("create unique index late_code on late_table (code)",),
+    ("create index late_price on late_table (price)",),
+    ("drop index late_price on late_table",),
+    ("alter table late_table alter column kind set default 'b', modify price decimal(8,2) first",),
+    ("drop table late_table",),
 )
 
 EVENT_MARKER = "insert into oracle_marker values (1)"

@@ -11,8 +11,11 @@ same broker under another ``topic.prefix``; both begin at their own snapshot's b
 (GTID), so neither reads the shared server's older binlog. Topics are compared with
 ``oracle.compare`` under ``MARIADB_RULES`` (what may differ, and why, is documented there).
 
-``include.schema.changes`` is false on both sides: our engine has no schema-change topic (it
-keeps the history in a file, ADR 0014), so Debezium's ``<prefix>`` topic has no counterpart.
+``include.schema.changes`` is on (Debezium's default) on both sides: the schema change topic,
+named ``topic.prefix`` (``oracle.SCHEMA_TOPIC``), is compared like the others - the snapshot's
+SET / DROP TABLE / DROP, CREATE, USE DATABASE / CREATE TABLE events (by shape where they name
+each side's own snapshot point), then each streamed DDL's (ALTER, a table created, indexed and
+dropped while streaming) in binlog order.
 """
 
 from __future__ import annotations
@@ -67,7 +70,6 @@ def common_config(server: Any, database: str, variant: Variant, prefix: str, ser
         "database.include.list": database,
         "topic.prefix": prefix,
         "snapshot.mode": "initial",
-        "include.schema.changes": "false",
         **variant.settings,
     }
 

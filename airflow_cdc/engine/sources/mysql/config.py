@@ -48,6 +48,12 @@ MYSQL_CONFIG = ConfigDef(
             doc="Move the committed position this often on an idle or filtered stream (0: off).",
         ),
         Field("tombstones.on.delete", type="bool", default=True),
+        Field(
+            "include.schema.changes",
+            type="bool",
+            default=True,
+            doc="Emit schema change events (the snapshot's and the stream's DDL) on the topic named topic.prefix.",
+        ),
         Field("skipped.operations", type="list", default=["t"]),
         Field("max.batch.size", type="int", default=2048, minimum=1),
         Field("poll.interval.ms", type="int", default=500, minimum=0),

@@ -3,6 +3,7 @@ with an initial snapshot, offsets by GTID and binlog position, and a schema hist
 
 from __future__ import annotations
 
+import itertools
 import logging
 import os
 import re
@@ -31,6 +32,7 @@ from airflow_cdc.engine.sources.mysql.gtid_windows import GtidWindows
 from airflow_cdc.engine.sources.mysql.incremental import MySqlChunkSource
 from airflow_cdc.engine.sources.mysql.positions import MYSQL_POSITIONS, offset_of
 from airflow_cdc.engine.sources.mysql.schema import SchemaHistory, read_tables
+from airflow_cdc.engine.sources.mysql.schema_events import SchemaChangeEvents
 from airflow_cdc.engine.sources.mysql.server import check_available, check_server, current_position
 from airflow_cdc.engine.sources.mysql.snapshot import ConsistentSnapshot
 from airflow_cdc.engine.sources.mysql.tracking import StartPoint
@@ -74,6 +76,14 @@ class TableFilter:
         self.db_in, self.db_out = compile_all("database.include.list"), compile_all("database.exclude.list")
         self.t_in, self.t_out = compile_all("table.include.list"), compile_all("table.exclude.list")
         self.signal = str(settings["signal.data.collection"]).lower()
+
+    def database(self, database: str) -> bool:
+        """Whether the database's tables may be captured (its schema changes are)."""
+        if database in _SYSTEM:
+            return False
+        return (not self.db_in or any(p.fullmatch(database) for p in self.db_in)) and not any(
+            p.fullmatch(database) for p in self.db_out
+        )
 
     def __call__(self, database: str, table: str) -> bool:
         if database in _SYSTEM:
@@ -228,7 +238,30 @@ class MySqlTask(SourceTask):
         self._stream_start = start
         tables = sorted(self.history.tables)
         self.initial_snapshot.started([f"{d}.{t}" for d, t in tables])
-        self._batches = self._snapshot_batches(tables, {**self._offset(start), "snapshot": True})
+        offset = {**self._offset(start), "snapshot": True}
+        # Debezium's schema change events come first; read in the snapshot's transaction, beside
+        # the history's read of the same tables.
+        schema_events = self._schema_change_events()
+        schema = schema_events.snapshot(snap.conn, tables, offset) if schema_events is not None else []
+        self._batches = itertools.chain(
+            (schema[first : first + SNAPSHOT_BATCH] for first in range(0, len(schema), SNAPSHOT_BATCH)),
+            self._snapshot_batches(tables, offset),
+        )
+
+    def _schema_change_events(self) -> SchemaChangeEvents | None:
+        """Debezium's schema change topic (``include.schema.changes``), made at first use."""
+        if not self.settings["include.schema.changes"]:
+            return None
+        events: SchemaChangeEvents | None = getattr(self, "_schema_events", None)
+        if events is None:
+            events = self._schema_events = SchemaChangeEvents(
+                builder=self.builder,
+                topic=self.prefix,
+                partition=self.partition,
+                captured=self.filter,
+                database_captured=self.filter.database,
+            )
+        return events
 
     def _snapshot_batches(
         self,
@@ -380,7 +413,11 @@ class MySqlTask(SourceTask):
                 self.conn.ping(reconnect=True)
                 if self.history.apply(self.conn, item.ddl, item.database, item.offset):
                     self._plans.clear()
-                records.append(PositionMarker.at(self.partition, {**item.offset, **self._schema_offset()}))
+                offset = {**item.offset, **self._schema_offset()}
+                schema_events = self._schema_change_events()
+                if schema_events is not None:
+                    records.extend(schema_events.streamed(self.conn, item, offset))
+                records.append(PositionMarker.at(self.partition, offset))
         return records
 
     def _plan(self, change: RowChange) -> RowPlan | None:
