@@ -250,8 +250,10 @@ EVENT_STREAM: tuple[tuple[str, ...], ...] = (
         """create table late_table (
             id integer not null auto_increment, code varchar(8) character set latin1 default 'x',
             price decimal(6,2) unsigned default 0 comment 'cost', kind enum('a','b') not null default 'a',
-            at timestamp(3) null default current_timestamp(3), primary key (id))""",
+            at timestamp(3) null default current_timestamp(3), flag bool default true, primary key (id))""",
     ),
+    # A BOOL a statement declares: a boolean in Debezium's schema and values (not tinyint's int).
+    ("insert into late_table (code, flag) values ('two', false)",),
     ("insert into late_table (code) values ('one')",),
     ("create unique index late_code on late_table (code)",),
     ("create index late_price on late_table (price)",),

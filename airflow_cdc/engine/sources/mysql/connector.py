@@ -410,7 +410,7 @@ class MySqlTask(SourceTask):
             elif type(item) is SchemaChange:
                 # A DDL the history does not follow is read from the server, on a connection
                 # that may predate a server restart the stream has recovered from.
-                self.conn.ping(reconnect=True)
+                _reopen_if_lost(self.conn)
                 if self.history.apply(self.conn, item.ddl, item.database, item.offset):
                     self._plans.clear()
                 offset = {**item.offset, **self._schema_offset()}
@@ -510,6 +510,14 @@ def _split_table(name: str) -> tuple[str, str]:
     if not dot or not table:
         raise CdcError(f"signal.data.collection must be database.table, not {name!r}")
     return database, table
+
+
+def _reopen_if_lost(conn: Any) -> None:
+    """The same connection object open again if the server dropped it (others hold it)."""
+    try:
+        conn.ping(False)
+    except pymysql.Error:
+        conn.connect()
 
 
 def _connect(connection: dict[str, Any]) -> Any:

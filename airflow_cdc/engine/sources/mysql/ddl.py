@@ -90,8 +90,10 @@ _ALIASES = {
     "numeric": "decimal",
     "fixed": "decimal",
     "real": "double",
-    "bool": "tinyint",
-    "boolean": "tinyint",
+    # Debezium's schema of a column a statement declares BOOL is a boolean (the server says
+    # tinyint(1), which a snapshot reads: an int there).
+    "bool": "boolean",
+    "boolean": "boolean",
     "character": "char",
 }
 _INT_PRECISION = {"tinyint": 3, "smallint": 5, "mediumint": 7, "int": 10, "bigint": 19}
@@ -163,6 +165,8 @@ def _declared_type(name: str, definition: str) -> tuple[str, str | None, str]:
 
 
 def _column_type(data_type: str, args: str | None, unsigned: bool) -> str:
+    if data_type == "boolean":
+        return "tinyint(1)"
     args = args or _DEFAULT_ARGS.get(data_type)
     return data_type + (f"({args})" if args else "") + (" unsigned" if unsigned else "")
 

@@ -59,7 +59,7 @@ R = TypeVar("R")
 _FORBIDDEN = re.compile(r";|--|/\*|#")
 #: Errors of a connection, not of a query: the server went away, is shutting down, killed us.
 _CONNECTION_ERRORS = frozenset((1053, 1077, 1152, 1158, 1159, 1160, 1161, 1927))
-_INTEGERS = frozenset(("tinyint", "smallint", "mediumint", "int", "bigint", "year"))
+_INTEGERS = frozenset(("tinyint", "smallint", "mediumint", "int", "bigint", "year", "boolean"))
 _BINARY = frozenset(("binary", "varbinary", "tinyblob", "blob", "mediumblob", "longblob"))
 #: Sorted by their members' numbers (ENUM's index, SET's bits), not by their text: a key of one is
 #: kept and compared as that number, or the chunks' order and bounds would disagree.
