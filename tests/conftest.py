@@ -3,9 +3,9 @@
 A fixture skips only when the server's program is not installed (PostgreSQL, MariaDB); any
 other failure to start is an error carrying the server's log tail, missing Java or jars
 (``JvmPartsMissing``) included. Servers are closed at session end whatever the tests did.
-``CDC_TEST_PG_DSN``, ``CDC_TEST_MYSQL_URL``, ``CDC_TEST_KAFKA_BOOTSTRAP`` and
-``CDC_TEST_CONNECT_URL`` use existing servers instead. A failed test that used the Connect worker
-gets the worker's log tail in its report.
+``CDC_TEST_PG_DSN``, ``CDC_TEST_MYSQL_URL``, ``CDC_TEST_KAFKA_BOOTSTRAP``,
+``CDC_TEST_CONNECT_URL`` and ``CDC_TEST_SPARK_MASTER`` use existing servers instead. A failed
+test that used the Connect worker gets the worker's log tail in its report.
 """
 
 from __future__ import annotations
@@ -26,8 +26,9 @@ from airflow_cdc.local.kafka import KafkaBroker
 from airflow_cdc.local.mariadb import MariaDBServer
 from airflow_cdc.local.postgres import PostgresServer
 from airflow_cdc.local.process import BinaryNotFound
+from airflow_cdc.local.spark_cluster import SparkStandaloneCluster
 
-S = TypeVar("S", PostgresServer, MariaDBServer, KafkaBroker, KafkaConnectWorker)
+S = TypeVar("S", PostgresServer, MariaDBServer, KafkaBroker, KafkaConnectWorker, SparkStandaloneCluster)
 
 
 def _serve(service: S) -> Iterator[S]:
@@ -187,3 +188,10 @@ def spark() -> Iterator[object]:
     session.sparkContext.setLogLevel("ERROR")
     yield session
     session.stop()
+
+
+@pytest.fixture(scope="session")
+def spark_cluster() -> Iterator[SparkStandaloneCluster]:
+    """A Spark standalone master with one worker (2 cores, 2g), from pyspark's ``spark-class``;
+    ``.master_url`` (``spark://127.0.0.1:port``) for spark-submit."""
+    yield from _serve(SparkStandaloneCluster.from_env())

@@ -4,19 +4,27 @@ Thin: the job is ``airflow_cdc.spark.apply`` and the launching is ``airflow_cdc.
 this operator turns Airflow connections and templated arguments into their inputs, streams the
 driver's log into the task log, and returns what the job did as XCom. It does not use the Spark
 provider package (that one installs its own pyspark over ours).
+
+On a cluster (``master="spark://…"``, ``"yarn"``, ``"k8s://…"``) the driver runs in the task
+(client deploy mode), so its log streams and killing the task ends the job; the Kafka source's
+jars and a zip of ``airflow_cdc`` are shipped to the executors (ADR 0015).
 """
 
 from __future__ import annotations
 
 import os
+import sys
 from collections.abc import Mapping, Sequence
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from airflow.sdk import BaseHook, BaseOperator, Context
-from airflow.sdk.exceptions import AirflowException
+from airflow.sdk.exceptions import AirflowException, AirflowFailException
 
 from airflow_cdc.spark.targets import LAKE_SCHEMES, SQL_SCHEMES, scheme_of
+
+if TYPE_CHECKING:
+    from airflow_cdc.spark.submit import Follower
 
 _URL_SCHEMES = {"postgres": "postgresql", "postgresql": "postgresql", "mysql": "mysql"}
 
@@ -61,14 +69,24 @@ class CdcSparkApplyOperator(BaseOperator):
     :param trigger: ``available-now`` or ``continuous``.
     :param max_duration: seconds a continuous run lasts.
     :param max_records_per_batch: admission control per micro-batch.
-    :param master: Spark master (``local[*]``, ``spark://…``, ``yarn``, ``k8s://…``).
-    :param deploy_mode: ``client`` or ``cluster``.
+    :param master: Spark master (``local[*]``, ``spark://host:port``, ``yarn``, ``k8s://…``). On
+        a cluster, ``checkpoint`` must be storage every Airflow worker that may run this task
+        shares (only the driver, i.e. the task, writes it), and Delta/Parquet targets storage
+        the executors share; the executors must reach the driver (``spark.driver.host``).
+        Only standalone masters are tested; ``yarn`` and ``k8s://`` get the same spark-submit
+        options (their cluster comes from ``HADOOP_CONF_DIR`` / the URL).
+    :param deploy_mode: ``client`` (the default and the only one): the driver runs in this task.
     :param conf: extra ``--conf`` settings.
     :param jars: extra jars; the connector jars ``scripts/setup`` resolved are added for the
-        ``kafka`` source and Delta targets.
+        ``kafka`` source and Delta targets (``--jars`` ships them to the executors).
     :param packages: Maven coordinates for ``--packages``.
-    :param py_files: ``--py-files`` (on a cluster: a zip of ``airflow_cdc``).
-    :param python: the interpreter the job runs in (default: the worker's).
+    :param py_files: extra ``--py-files``.
+    :param python: the interpreter the driver runs in (default: the worker's), and the
+        executors' unless ``executor_python`` is given.
+    :param executor_python: the executors' interpreter on a cluster (``spark.pyspark.python``);
+        it needs the target's driver (psycopg, pymysql), not ``airflow_cdc``.
+    :param ship_package: ship ``airflow_cdc`` to the executors as a ``--py-files`` zip
+        (default: on a cluster master, not on ``local``).
     """
 
     template_fields: Sequence[str] = (
@@ -114,11 +132,19 @@ class CdcSparkApplyOperator(BaseOperator):
         packages: Sequence[str] = (),
         py_files: Sequence[str] = (),
         python: str | None = None,
+        executor_python: str | None = None,
+        ship_package: bool | None = None,
         **kwargs: Any,
     ) -> None:
         super().__init__(**kwargs)
         if bool(target_conn_id) == bool(target_url):
             raise ValueError("give exactly one of target_conn_id (postgres/mysql) or target_url (delta:/parquet:)")
+        from airflow_cdc.spark.cluster import SparkMasterError, check_master
+
+        try:  # a templated master is checked in execute()
+            check_master("local" if "{{" in master else master, deploy_mode)
+        except SparkMasterError as exc:
+            raise ValueError(str(exc)) from exc
         self.cdc_conn_id = cdc_conn_id
         self.tables = list(tables)
         self.source = source
@@ -143,7 +169,9 @@ class CdcSparkApplyOperator(BaseOperator):
         self.packages = list(packages)
         self.py_files = list(py_files)
         self.python = python
-        self._follower: Any = None
+        self.executor_python = executor_python
+        self.ship_package = ship_package
+        self._follower: Follower | None = None
 
     def use_instance(self) -> None:
         """Fill what the DAG left out from the capturing instance's running configuration."""
@@ -190,6 +218,7 @@ class CdcSparkApplyOperator(BaseOperator):
         return [*(connector_jars() if needs else []), *self.jars]
 
     def execute(self, context: Context) -> dict[str, Any]:
+        from airflow_cdc.spark.cluster import SparkMasterError, SparkMasterUnreachable, storage_warnings
         from airflow_cdc.spark.submit import Follower, SparkJobError, SparkSubmit
 
         if self.cdc_conn_id:
@@ -206,14 +235,20 @@ class CdcSparkApplyOperator(BaseOperator):
             jars=self.connector_jars(target),
             packages=self.packages,
             py_files=self.py_files,
+            executor_python=self.executor_python,
+            ship_package=self.ship_package,
             target_url=target,
-            **({"python": self.python} if self.python else {}),
+            python=self.python or sys.executable,
         )
         self.log.info("spark-submit: master %s, checkpoint %s", self.master, checkpoint)
+        for warning in storage_warnings(self.master, checkpoint, target):
+            self.log.warning("%s", warning)
         self._follower = Follower(submit, lambda line: self.log.info("%s", line))
         try:
             result = self._follower.run()
-        except SparkJobError as exc:
+        except SparkMasterError as exc:  # a wrong URL stays wrong: no retry
+            raise AirflowFailException(str(exc)) from exc
+        except (SparkJobError, SparkMasterUnreachable) as exc:  # a failed job, a master down: retried
             raise AirflowException(str(exc)) from exc
         self.log.info(
             "applied %s records in %s batches: %s upserted, %s deleted",

@@ -16,6 +16,7 @@ deleted, and the end offsets; the operator turns it into XCom.
 from __future__ import annotations
 
 import argparse
+import ast
 import json
 import os
 import sys
@@ -176,13 +177,28 @@ def run(spark: Any, job: ApplyJob) -> dict[str, Any]:
     if query.exception() is not None:
         raise query.exception()  # type: ignore[misc]
     progress = query.lastProgress or {}
-    end_offsets = [s.get("endOffset") for s in progress.get("sources", [])]
+    end_offsets = [offset_data(s.get("endOffset")) for s in progress.get("sources", [])]
     return {
         "batches": totals.batches,
         "records": totals.records,
         **totals.counts,
         "end_offsets": end_offsets[0] if len(end_offsets) == 1 else end_offsets,
     }
+
+
+def offset_data(text: Any) -> Any:
+    """A source's offset from the query's progress as data (the XCom's ``end_offsets``).
+    pyspark 4.1 rebuilds progress from JSON with ``str()`` of the parsed offset, so the Kafka
+    source's ``{"topic": {"0": 42}}`` arrives as Python's repr of that dict, not as JSON."""
+    if not isinstance(text, str):
+        return text
+    try:
+        return json.loads(text)
+    except ValueError:
+        try:
+            return ast.literal_eval(text)
+        except (ValueError, SyntaxError):
+            return text
 
 
 def stop_between_batches(query: Any, patience: float = 600.0) -> None:

@@ -1,18 +1,29 @@
 """Launch the apply job with the installed pyspark's ``spark-submit`` and follow it.
 
-No Airflow here: ``SparkApplyOperator`` is a thin layer over ``SparkSubmit``. pyspark's own
+No Airflow here: ``CdcSparkApplyOperator`` is a thin layer over ``SparkSubmit``. pyspark's own
 ``spark-submit`` needs ``SPARK_HOME`` pointing at the pyspark package and ``PYSPARK_PYTHON`` at
 an interpreter that has ``airflow_cdc``; from a venv that is not on PATH neither holds by default,
 so both are set here (to this interpreter unless told otherwise).
+
+On a cluster master (``spark://…``, ``yarn``, ``k8s://…``) the driver still runs here, in
+client deploy mode: its log streams into the caller and killing it ends the job. What the
+executors need is shipped with the submit (ADR 0015): ``--jars`` (Spark's Kafka source and its
+kafka-clients; executors do not see the driver's classpath) and ``--py-files`` with a zip of
+``airflow_cdc`` (the SQL targets' upserts run in the executors' Python). Their third-party
+packages (psycopg, pymysql) must be installed in the executors' interpreter
+(``executor_python``, ``spark.pyspark.python``).
 """
 
 from __future__ import annotations
 
+import dataclasses
 import json
 import os
 import signal
 import subprocess
 import sys
+import tempfile
+import zipfile
 from collections import deque
 from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, field
@@ -21,6 +32,15 @@ from typing import Any
 
 from airflow_cdc.engine.errors import CdcError
 from airflow_cdc.spark.apply import RESULT_MARKER, TARGET_URL_ENV
+from airflow_cdc.spark.cluster import (
+    SparkMasterError,
+    SparkMasterUnreachable,
+    check_master,
+    check_reachable,
+    is_local,
+)
+
+__all__ = ["Follower", "SparkJobError", "SparkMasterError", "SparkMasterUnreachable", "SparkSubmit", "pyspark_home"]
 
 
 class SparkJobError(CdcError):
@@ -31,6 +51,20 @@ def pyspark_home() -> Path:
     import pyspark
 
     return Path(pyspark.__file__).resolve().parent
+
+
+def package_zip(directory: Path) -> Path:
+    """``airflow_cdc`` as a zip for ``--py-files``: the executors import the job's code from it,
+    the same version as the driver's, whatever their interpreter has installed."""
+    import airflow_cdc
+
+    package = Path(airflow_cdc.__file__).resolve().parent
+    path = directory / "airflow_cdc.zip"
+    with zipfile.ZipFile(path, "w", zipfile.ZIP_DEFLATED) as archive:
+        for file in sorted(package.rglob("*")):
+            if file.is_file() and "__pycache__" not in file.parts and file.suffix != ".pyc":
+                archive.write(file, file.relative_to(package.parent))
+    return path
 
 
 @dataclass
@@ -45,10 +79,26 @@ class SparkSubmit:
     packages: Sequence[str] = ()
     py_files: Sequence[str] = ()
     python: str = sys.executable
+    #: The executors' interpreter (``spark.pyspark.python``) when it is not ``python``'s path
+    #: (on a cluster it usually is not: that path is on the Airflow worker).
+    executor_python: str | None = None
+    #: Ship ``airflow_cdc`` to the executors as a zip (``--py-files``); None: on a cluster master.
+    ship_package: bool | None = None
     #: Given to the driver only through its environment (not argv, which ``ps`` shows); the
     #: executors get it inside the tasks the driver sends them.
     target_url: str | None = None
     env: Mapping[str, str] = field(default_factory=dict)
+
+    @property
+    def ships_package(self) -> bool:
+        return not is_local(self.master) if self.ship_package is None else self.ship_package
+
+    def staged(self, scratch: Path) -> SparkSubmit:
+        """This submit with what it ships written to ``scratch`` (kept until the job ends: in
+        client mode the driver serves the files to the executors)."""
+        if not self.ships_package:
+            return self
+        return dataclasses.replace(self, py_files=[*self.py_files, str(package_zip(scratch))], ship_package=False)
 
     def command(self) -> list[str]:
         from airflow_cdc.spark import apply
@@ -56,7 +106,12 @@ class SparkSubmit:
         cmd = [str(pyspark_home() / "bin" / "spark-submit"), "--master", self.master]
         if self.deploy_mode:
             cmd += ["--deploy-mode", self.deploy_mode]
-        for key, value in self.conf.items():
+        conf = dict(self.conf)
+        if self.executor_python:
+            conf.setdefault("spark.pyspark.python", self.executor_python)
+            # spark-submit gives the driver spark.pyspark.python too unless this says otherwise.
+            conf.setdefault("spark.pyspark.driver.python", self.python)
+        for key, value in conf.items():
             cmd += ["--conf", f"{key}={value}"]
         if self.jars:
             cmd += ["--jars", ",".join(self.jars)]
@@ -87,19 +142,26 @@ class Follower:
         self.result: dict[str, Any] | None = None
 
     def run(self) -> dict[str, Any]:
-        self.process = subprocess.Popen(
-            self.submit.command(),
-            env=self.submit.environment(),
-            stdout=subprocess.PIPE,
-            stderr=subprocess.STDOUT,
-            text=True,
-            bufsize=1,
-            start_new_session=True,  # so kill() reaches the JVM and the Python workers too
-        )
-        assert self.process.stdout is not None
-        for line in self.process.stdout:
-            self._line(line.rstrip("\n"))
-        code = self.process.wait()
+        """Check the master, stage what is shipped, run the job to its end; its result line.
+        Raises ``SparkMasterError`` for a master or deploy mode that cannot work,
+        ``SparkMasterUnreachable`` when nothing answers there, ``SparkJobError`` for the rest."""
+        check_master(self.submit.master, self.submit.deploy_mode)
+        check_reachable(self.submit.master)
+        with tempfile.TemporaryDirectory(prefix="cdc-spark-submit-") as scratch:
+            submit = self.submit.staged(Path(scratch))
+            self.process = subprocess.Popen(
+                submit.command(),
+                env=submit.environment(),
+                stdout=subprocess.PIPE,
+                stderr=subprocess.STDOUT,
+                text=True,
+                bufsize=1,
+                start_new_session=True,  # so kill() reaches the JVM and the Python workers too
+            )
+            assert self.process.stdout is not None
+            for line in self.process.stdout:
+                self._line(line.rstrip("\n"))
+            code = self.process.wait()
         if code != 0 or self.result is None:
             raise SparkJobError(f"the Spark job failed (exit code {code}):\n{self.driver_error()}")
         return self.result
@@ -113,6 +175,11 @@ class Follower:
     def driver_error(self) -> str:
         """The driver's Python traceback or Spark's error, else the last lines it printed."""
         lines = list(self.tail)
+        if any("All masters are unresponsive" in line for line in lines):
+            # Something answered at the address, but no standalone master registered the app.
+            return f"no Spark master registered the application at {self.submit.master}: is that its RPC port?\n" + (
+                "\n".join(lines[-20:])
+            )
         for i, line in enumerate(lines):
             if line.startswith("Traceback") or "Exception:" in line or "Error:" in line:
                 return "\n".join(lines[i:])
