@@ -6,7 +6,8 @@ senders (``airflow_cdc.engine.rest``), so the two cannot drift apart. Connect an
 ``{"error_code": ..., "message": ...}``; they become ``ConnectRestError`` with that message. A
 worker that cannot answer now is ``ConnectUnavailableError``, which is retriable: a refused
 connection or a timeout, 503, a 409 other than "already exists" (a rebalance or a concurrent
-config change), a 500 "Request timed out" (the herder is busy), and a 404 that is not Connect's
+config change), a 500 "Request timed out" (the herder is busy) or "... a rebalance is expected"
+(a connector was just created or deleted), and a 404 that is not Connect's
 JSON (a starting worker's web server answers every path with Jetty's HTML page before the API
 is registered; recorded under tests/unit/data/connect/).
 """
@@ -134,6 +135,10 @@ class _Calls:
         """Create the connector, or replace its config."""
         return self._send(Call("PUT", _path("connectors", name, "config"), body=_strings(config)))
 
+    def info(self, name: str) -> Any:
+        """``{"name", "config", "tasks", "type"}``."""
+        return self._send(Call("GET", _path("connectors", name)))
+
     def config(self, name: str) -> Any:
         return self._send(Call("GET", _path("connectors", name, "config")))
 
@@ -205,7 +210,8 @@ def _check(call: Call[Any], response: httpx.Response) -> Any:
     message = error_message(response)
     if message is not None:
         retriable = status == 503 or (status == 409 and "already exists" not in message)
-        retriable = retriable or (status == 500 and message.startswith("Request timed out"))
+        busy = message.startswith("Request timed out") or "rebalance is expected" in message
+        retriable = retriable or (status == 500 and busy)
     else:
         # Not Connect's error body: its web server answered before the REST API was registered
         # (HTML 404 while the worker starts), or something else sits at this URL.
