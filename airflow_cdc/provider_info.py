@@ -42,6 +42,55 @@ ENGINE_CONNECTION: dict[str, Any] = {
 }
 
 
+CONNECT_CONNECTION: dict[str, Any] = {
+    "hook-class-name": "airflow_cdc.hooks.engine.CdcKafkaConnectHook",
+    "hook-name": "Debezium on Kafka Connect (airflow-cdc)",
+    "connection-type": "kafka_connect",
+    "conn-fields": {
+        "config_path": {
+            "label": "Engine config file",
+            "description": "The config file the connector is created from (the one an embedded instance runs).",
+            "schema": {"type": ["string", "null"]},
+        },
+        "connector": {
+            "label": "Connector name",
+            "description": "Default: the config file's name.",
+            "schema": {"type": ["string", "null"]},
+        },
+        "bootstrap_servers": {
+            "label": "Kafka bootstrap servers",
+            "description": "Where the sensors read Debezium's notification topic.",
+            "schema": {"type": ["string", "null"]},
+        },
+        "notification_topic": {
+            "label": "Notification topic",
+            "description": "Default: the config's notification.sink.topic.name, else <topic.prefix>.notifications.",
+            "schema": {"type": ["string", "null"]},
+        },
+        "source_conn_id": {
+            "label": "Source connection",
+            "description": "The captured database's connection: its current position for the offset sensor, and "
+            "the signal table for signals sent without a channel (Debezium has no API channel).",
+            "schema": {"type": ["string", "null"]},
+        },
+        "timeout": {
+            "label": "REST timeout (s)",
+            "schema": {"type": ["number", "null"], "default": 30, "minimum": 0.1},
+        },
+    },
+    "ui-field-behaviour": {
+        "hidden-fields": ["schema", "extra"],
+        "relabeling": {"host": "Kafka Connect REST URL", "login": "User (basic auth)", "password": "Password"},
+        "placeholders": {
+            "host": "http://connect:8083",
+            "config_path": "/opt/airflow/cdc/shop.yaml",
+            "bootstrap_servers": "kafka:9092",
+            "source_conn_id": "pg_shop",
+        },
+    },
+}
+
+
 def get_provider_info() -> dict[str, Any]:
     return {
         "package-name": "airflow-cdc",
@@ -81,5 +130,5 @@ def get_provider_info() -> dict[str, Any]:
             }
         ],
         "extra-links": ["airflow_cdc.links.CdcInstanceLink", "airflow_cdc.links.CdcSnapshotLink"],
-        "connection-types": [ENGINE_CONNECTION],
+        "connection-types": [ENGINE_CONNECTION, CONNECT_CONNECTION],
     }

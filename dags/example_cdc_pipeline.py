@@ -12,7 +12,14 @@ Connections (no password in the DAG):
   ``api.token``;
 * ``pg_shop`` - type ``postgres``: the captured database (host, port, user, password, database);
 * ``pg_shop_replica`` - type ``postgres``: where the Spark job applies the changes; its tables
-  exist with the same primary keys (the job adds a ``_cdc_position`` column to each).
+  exist with the same primary keys (the job adds a ``_cdc_position`` column to each);
+* ``spark_cdc`` - type ``spark``: where the Spark job runs (host ``local[2]``, or a cluster's
+  ``spark://host`` and port, ``yarn``, ``k8s://...``).
+
+On a Kafka Connect cluster the same file runs unchanged: ``cdc_shop`` becomes a
+``kafka_connect`` connection (host: Connect's REST URL; extra ``config_path``, the same config
+file, ``bootstrap_servers`` and ``source_conn_id: pg_shop``) and ``spark_cdc`` a cluster's
+master. The README's "When you outgrow one machine" says what changes and what stays.
 
 The Spark job reads where the instance writes (its changelog or Kafka topics) and decodes
 values with the instance's own settings: it learns both from the instance through ``cdc_shop``.
@@ -34,6 +41,7 @@ from airflow_cdc.sensors.snapshot import CdcSnapshotSensor
 CDC_CONN = "cdc_shop"
 SOURCE_CONN = "pg_shop"
 TARGET_CONN = "pg_shop_replica"
+SPARK_CONN = "spark_cdc"
 TOPIC_PREFIX = "shop"
 TABLES = ["public.orders", "public.customers"]
 
@@ -78,7 +86,7 @@ with DAG(
         cdc_conn_id=CDC_CONN,
         tables=TABLES,
         target_conn_id=TARGET_CONN,
-        master="local[2]",
+        spark_conn_id=SPARK_CONN,
     )
 
     start_engine >> snapshot >> snapshot_done >> caught_up >> apply_changes

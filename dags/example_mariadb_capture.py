@@ -28,7 +28,8 @@ Connections (no password in the DAG):
   ``RELOAD``, ``REPLICATION SLAVE``, ``BINLOG MONITOR`` (MySQL: ``REPLICATION CLIENT``) and
   ``INSERT`` on the signal table (the snapshot's signal and its watermarks);
 * ``mariadb_shop_replica`` - type ``mysql``: the replica database the Spark job writes to (its
-  tables exist; the job adds a ``_cdc_position`` column to each, its replay guard).
+  tables exist; the job adds a ``_cdc_position`` column to each, its replay guard);
+* ``spark_cdc`` - type ``spark``: where the Spark job runs (host ``local[2]`` or a cluster's).
 
 ``CDC_EXAMPLE_MARIADB_DATABASE`` names the captured database (default ``shop``).
 """
@@ -50,6 +51,7 @@ from airflow_cdc.sensors.snapshot import CdcSnapshotSensor
 CDC_CONN = "cdc_mariadb"
 SOURCE_CONN = "mariadb_shop"
 TARGET_CONN = "mariadb_shop_replica"
+SPARK_CONN = "spark_cdc"
 TOPIC_PREFIX = "shop_mariadb"
 DATABASE = os.environ.get("CDC_EXAMPLE_MARIADB_DATABASE", "shop")
 #: MySQL's data collections are ``database.table``.
@@ -102,6 +104,6 @@ with DAG(
         tables=TABLES,
         target_conn_id=TARGET_CONN,
         table_map={table: table.split(".", 1)[1] for table in TABLES},  # database.table -> the replica's
-        master="local[2]",
+        spark_conn_id=SPARK_CONN,
     )
     start_engine >> snapshot >> snapshot_done >> caught_up >> apply_changes

@@ -215,7 +215,8 @@ def _through_airflow(demo: Demo) -> None:
         demo.cleanup.callback(_stop_instance, config)
         load = demo.write_load()
         say(f"write load: {demo.options.writes:g} transactions/s until the DAG's {airflow_run.CAUGHT_UP} starts")
-        with demo.progress.step(f"dag.test() of {dag_id} (connections cdc_shop, pg_shop, pg_shop_replica)") as step:
+        step_name = f"dag.test() of {dag_id} (connections cdc_shop, pg_shop, pg_shop_replica, spark_cdc)"
+        with demo.progress.step(step_name) as step:
             run = airflow_run.run_dag(say, load)
             writes = load.stop()
             states = airflow_run.task_states(run)
@@ -247,6 +248,7 @@ def _connections(demo: Demo, config_path: Path, token: str) -> dict[str, dict[st
         },
         "pg_shop": {**postgres, "schema": SOURCE_DB},
         "pg_shop_replica": {**postgres, "schema": "shop_airflow"},
+        "spark_cdc": {"conn_type": "spark", "host": "local[2]"},
     }
 
 

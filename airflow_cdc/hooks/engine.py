@@ -4,11 +4,17 @@ control-API clients (ADR 0011) - it speaks no HTTP itself.
 An instance is reached either at the address in the connection (it runs anywhere: beside the
 worker, on another host, in a container), or through its config file on this worker
 (``config_path``), from which the hook can also start it detached: it outlives the task.
+
+A ``kafka_connect`` connection names a Debezium connector on a Kafka Connect cluster instead
+(ADR 0017): the same hook hands out a client with the same operations
+(``airflow_cdc.kafka_connect.backend``), and "starting" creates the connector from the same
+config file. Operators and sensors do not know which one they drive.
 """
 
 from __future__ import annotations
 
 import os
+import time
 from collections.abc import Mapping
 from functools import cached_property
 from pathlib import Path
@@ -17,12 +23,23 @@ from typing import Any
 import yaml
 from airflow.sdk import BaseHook
 
-from airflow_cdc.engine.errors import CdcError, ConfigError, ConfigProblem
+from airflow_cdc.engine.errors import ApiUnavailableError, CdcError, ConfigError, ConfigProblem
 from airflow_cdc.engine.server import control
 from airflow_cdc.engine.server.client import AsyncEngineClient, EngineClient
 from airflow_cdc.engine.server.config_file import load_config_file
 from airflow_cdc.engine.server.instance import is_running, read_status, state_dir
-from airflow_cdc.hooks.engine_connection import EngineConnection, engine_address, engine_connection, instance_config
+from airflow_cdc.hooks.engine_connection import (
+    KAFKA_CONNECT,
+    EngineConnection,
+    engine_address,
+    engine_connection,
+    instance_config,
+)
+from airflow_cdc.hooks.source_config import SourceConfig, from_connection
+from airflow_cdc.kafka_connect.backend import AsyncConnectorEngineClient, ConnectorEngineClient
+from airflow_cdc.kafka_connect.connector_config import connector_config
+from airflow_cdc.kafka_connect.errors import ConnectorNotFoundError
+from airflow_cdc.kafka_connect.source_position import position_reader
 
 #: Where start_instance(config=...) writes the configuration it starts an instance from.
 EFFECTIVE_CONFIG = "airflow-instance.yaml"
@@ -62,15 +79,83 @@ class CdcEngineHook(BaseHook):
         return self.get_client()
 
     def get_client(self) -> EngineClient:
-        """The instance's control-API client (close it, or use ``with``)."""
-        url, token = engine_address(self.settings)
-        return EngineClient(url, token, timeout=self.settings.timeout)
+        """The instance's control-API client (close it, or use ``with``); for a ``kafka_connect``
+        connection, the connector's client with the same operations."""
+        settings = self.settings
+        if settings.kafka_connect:
+            return ConnectorEngineClient(  # type: ignore[return-value]  # the same operations
+                **self._connect_arguments(settings),
+                source_position=self._source_position(self._source(settings)),
+            )
+        url, token = engine_address(settings)
+        return EngineClient(url, token, timeout=settings.timeout)
 
     async def get_async_client(self) -> AsyncEngineClient:
         """The same as coroutines, for triggers (``async with await hook.get_async_client()``)."""
         settings = await self.asettings()
+        if settings.kafka_connect:
+            source = None
+            if settings.source_conn_id:
+                source = from_connection(await self.aget_connection(settings.source_conn_id))
+            return AsyncConnectorEngineClient(  # type: ignore[return-value]  # the same operations
+                **self._connect_arguments(settings), source_position=self._source_position(source)
+            )
         url, token = engine_address(settings)
         return AsyncEngineClient(url, token, timeout=settings.timeout)
+
+    # -- a connector on Kafka Connect ------------------------------------------------------------
+    @staticmethod
+    def _connect_arguments(settings: EngineConnection) -> dict[str, Any]:
+        assert settings.url is not None and settings.instance is not None
+        return {
+            "url": settings.url,
+            "connector": settings.instance,
+            "auth": (settings.login, settings.token or "") if settings.login else None,
+            "timeout": settings.timeout,
+            "notification_topic": settings.notification_topic,
+            "bootstrap_servers": settings.bootstrap_servers,
+        }
+
+    def _source(self, settings: EngineConnection) -> SourceConfig | None:
+        return from_connection(self.get_connection(settings.source_conn_id)) if settings.source_conn_id else None
+
+    def _source_position(self, source: SourceConfig | None) -> Any:
+        """How the connector's source position is read (Debezium reports none): from the
+        database of the connection's ``source_conn_id``; None without one."""
+        if source is None:
+            return None
+        base = self.instance_config if self.settings.config_path else {}
+        return position_reader({**base, **source.properties}, source.password)
+
+    def start_connector(
+        self, config: Mapping[str, Any], source: SourceConfig | None = None, timeout: float = 60.0
+    ) -> tuple[bool, list[str]]:
+        """Create the connector from an engine configuration (translated to Debezium's: the
+        embedded instance's own keys left out), the source connection's password in it unless
+        the file gives one (e.g. a Connect config provider's ``${file:...}``). ``(created,
+        differences)``: an existing connector is left alone, and the keys on which its
+        configuration differs from this one are returned."""
+        wanted = dict(config)
+        if source is not None and not wanted.get(source.mapping.secret_key):
+            wanted = source.with_secret(wanted)
+        topic = self.settings.notification_topic or str(wanted.get("notification.sink.topic.name") or "")
+        if not topic and wanted.get("topic.prefix"):
+            # The operators' sensors read Debezium's notifications from a topic: one there must be.
+            topic = wanted["notification.sink.topic.name"] = f"{wanted['topic.prefix']}.notifications"
+        translated = connector_config(wanted, notification_topic=topic)
+        with self.get_client() as client:
+            try:
+                running = client.connector(self.settings.instance or "").get("config") or {}
+            except ConnectorNotFoundError:
+                client.create(wanted)  # type: ignore[attr-defined]  # a ConnectorEngineClient
+                _wait_answering(client, timeout)
+                return True, []
+        differences = [
+            f"{key}: running {running.get(key)!r}, asked {value!r}"
+            for key, value in sorted(translated.items())
+            if not is_secret(key) and str(running.get(key)) != _text(value)
+        ]
+        return False, differences
 
     def test_connection(self) -> tuple[bool, str]:
         """From the connection form: the API answers, the token is accepted, the name matches."""
@@ -122,8 +207,9 @@ class CdcEngineHook(BaseHook):
             return dict(client.connector(client.status().name).get("config") or {})
 
     def local_status(self) -> dict[str, Any] | None:
-        """What the instance of ``config_path`` last wrote, with ``running`` (None without one)."""
-        if not self.settings.config_path:
+        """What the instance of ``config_path`` last wrote, with ``running`` (None without one,
+        and for a connector on Kafka Connect)."""
+        if not self.settings.config_path or self.settings.kafka_connect:
             return None
         directory = state_dir(self.instance_config)
         written = read_status(directory) or {}
@@ -137,6 +223,21 @@ class CdcEngineHook(BaseHook):
         return dict(ENGINE_CONNECTION["ui-field-behaviour"])
 
 
+class CdcKafkaConnectHook(CdcEngineHook):
+    """A Debezium connector on a Kafka Connect cluster, driven as an engine instance
+    (``kafka_connect`` connections; the operators take it through ``cdc_conn_id`` as well)."""
+
+    default_conn_name = "kafka_connect_default"
+    conn_type = KAFKA_CONNECT
+    hook_name = "Debezium on Kafka Connect (airflow-cdc)"
+
+    @classmethod
+    def get_ui_field_behaviour(cls) -> dict[str, Any]:
+        from airflow_cdc.provider_info import CONNECT_CONNECTION
+
+        return dict(CONNECT_CONNECTION["ui-field-behaviour"])
+
+
 def connection_settings(conn_id: str, conn: Any) -> EngineConnection:
     """An Airflow connection's fields as the engine connection's settings."""
     return engine_connection(
@@ -147,7 +248,37 @@ def connection_settings(conn_id: str, conn: Any) -> EngineConnection:
         password=conn.password,
         schema=conn.schema,
         extra=conn.extra,
+        conn_type=conn.conn_type,
     )
+
+
+def _wait_answering(client: Any, timeout: float) -> None:
+    """Until Connect answers for a connector it just created: it rebalances first ("a
+    rebalance is expected", "No status found")."""
+    deadline = time.monotonic() + timeout
+    while True:
+        try:
+            client.status()
+            return
+        except (ApiUnavailableError, ConnectorNotFoundError):
+            if time.monotonic() >= deadline:
+                raise
+            time.sleep(0.5)
+
+
+def is_secret(key: str) -> bool:
+    from airflow_cdc.hooks.source_config import is_secret_key
+
+    return is_secret_key(key)
+
+
+def _text(value: Any) -> str:
+    """A value as Connect keeps it (every config value is a string there)."""
+    if isinstance(value, bool):
+        return str(value).lower()
+    if isinstance(value, list | tuple):
+        return ",".join(_text(v) for v in value)
+    return str(value)
 
 
 def _plain(value: Any) -> Any:

@@ -11,6 +11,20 @@ Connection fields (ADR 0011):
 * extra ``config_path`` - the instance's config file on the worker: the hook can start the
   instance detached from it, and find its API in ``<state.dir>/instance.json``;
 * extra ``timeout`` - seconds per API call (default 10).
+
+A ``kafka_connect`` connection (issue 17, ADR 0017) names a Debezium connector on a Kafka Connect
+cluster instead, driven by the same operators:
+
+* ``host`` - Connect's REST URL (``http://connect:8083``); ``login`` / ``password`` - its basic
+  auth, if any;
+* extra ``config_path`` - the engine config file the connector is created from (the same file an
+  embedded instance runs; ``CdcStartEngineOperator`` needs it);
+* extra ``connector`` - the connector's name (default: the config file's ``name``);
+* extra ``bootstrap_servers`` - the Kafka cluster of Debezium's notification topic
+  (``notification.sink.topic.name``, or extra ``notification_topic``);
+* extra ``source_conn_id`` - the captured database's connection: Debezium reports no source
+  position, so "current" targets are read there, and signals a DAG sends on the ``api``
+  channel (Debezium has none) go into the signal table over it.
 """
 
 from __future__ import annotations
@@ -27,6 +41,8 @@ from airflow_cdc.engine.server.client import EngineClient
 from airflow_cdc.engine.server.config_file import load_config_file
 
 DEFAULT_TIMEOUT = 10.0
+#: The connection types, and the backend each one drives.
+EMBEDDED, KAFKA_CONNECT = "cdc_engine", "kafka_connect"
 
 
 @dataclass(frozen=True)
@@ -36,12 +52,24 @@ class EngineConnection:
     instance: str | None
     config_path: str | None
     timeout: float = DEFAULT_TIMEOUT
+    #: ``cdc_engine`` (an embedded instance) or ``kafka_connect`` (a connector on Connect).
+    backend: str = EMBEDDED
+    #: Kafka Connect: basic auth's user (``token`` is its password), the Kafka cluster and topic
+    #: of the notifications, and the captured database's connection.
+    login: str | None = None
+    bootstrap_servers: str | None = None
+    notification_topic: str | None = None
+    source_conn_id: str | None = None
+
+    @property
+    def kafka_connect(self) -> bool:
+        return self.backend == KAFKA_CONNECT
 
     def __repr__(self) -> str:  # the token never reaches a log line
         token = "***" if self.token else None
         return (
             f"EngineConnection(url={self.url!r}, token={token!r}, instance={self.instance!r}, "
-            f"config_path={self.config_path!r}, timeout={self.timeout})"
+            f"config_path={self.config_path!r}, timeout={self.timeout}, backend={self.backend!r})"
         )
 
 
@@ -82,10 +110,13 @@ def engine_connection(
     password: str | None = None,
     schema: str | None = None,
     extra: str | Mapping[str, Any] | None = None,
+    conn_type: str | None = None,
 ) -> EngineConnection:
     """The connection's fields as an :class:`EngineConnection`; a ConfigError names what to fix
     when neither an API address nor a config file is given."""
     extras = _extras(extra, conn_id)
+    if conn_type == KAFKA_CONNECT:
+        return _connect_connection(conn_id, host, port, login, password, schema, extras)
     url = _url(host, port, schema if schema in ("http", "https") else None)
     config_path = str(extras["config_path"]) if extras.get("config_path") else None
     if url is None and config_path is None:
@@ -106,6 +137,58 @@ def engine_connection(
             [ConfigProblem(f"{conn_id}.extra.timeout", f"{extras.get('timeout')!r} is not a number", "give seconds")]
         ) from None
     return EngineConnection(url, password or None, login or None, config_path, timeout)
+
+
+def _connect_connection(
+    conn_id: str,
+    host: str | None,
+    port: int | None,
+    login: str | None,
+    password: str | None,
+    schema: str | None,
+    extras: Mapping[str, Any],
+) -> EngineConnection:
+    url = _url(host, port, schema if schema in ("http", "https") else None)
+    if url is None:
+        raise ConfigError(
+            [ConfigProblem(conn_id, "has no host", "set it to Kafka Connect's REST URL, e.g. http://connect:8083")]
+        )
+    config_path = str(extras["config_path"]) if extras.get("config_path") else None
+    connector = str(extras.get("connector") or "") or None
+    if connector is None and config_path is not None:
+        connector = str(load_config_file(config_path).get("name") or "") or None
+    if connector is None:
+        raise ConfigError(
+            [
+                ConfigProblem(
+                    f"{conn_id}.extra",
+                    "names no connector",
+                    'set {"connector": "<name>"}, or {"config_path": ...} of a config file with a name',
+                )
+            ]
+        )
+    try:
+        timeout = float(extras.get("timeout") or 30.0)
+    except (TypeError, ValueError):
+        raise ConfigError(
+            [ConfigProblem(f"{conn_id}.extra.timeout", f"{extras.get('timeout')!r} is not a number", "give seconds")]
+        ) from None
+
+    def text(key: str) -> str | None:
+        return str(extras[key]) if extras.get(key) else None
+
+    return EngineConnection(
+        url,
+        password or None,
+        connector,
+        config_path,
+        timeout,
+        backend=KAFKA_CONNECT,
+        login=login or None,
+        bootstrap_servers=text("bootstrap_servers"),
+        notification_topic=text("notification_topic"),
+        source_conn_id=text("source_conn_id"),
+    )
 
 
 def instance_config(settings: EngineConnection) -> dict[str, Any]:

@@ -102,6 +102,8 @@ class CdcSignalHook(BaseHook):
             )
         payload = dict(data or {})
         parse_signal(signal_id or "airflow", kind, payload, channel)  # SignalError: the engine's own words
+        if channel == "api" and self.engine_hook.settings.kafka_connect:
+            channel = self._connect_channel()
         if channel == "api":
             with self.engine_hook.get_client() as client:
                 return client.signal(kind, payload, signal_id=signal_id)
@@ -120,6 +122,30 @@ class CdcSignalHook(BaseHook):
         if channel == "source":
             return self._to_signal_table(config, kind, payload, signal_id or str(uuid.uuid4()))
         return self._to_kafka(config, kind, payload)
+
+    def _connect_channel(self) -> str:
+        """Debezium on Kafka Connect has no API channel: a DAG's ``api`` signal goes into the
+        signal table over the source connection (the hook's, or the ``kafka_connect``
+        connection's ``source_conn_id``), else onto the Kafka channel if the connector has one."""
+        settings = self.engine_hook.settings
+        self.source_conn_id = self.source_conn_id or settings.source_conn_id
+        config = self.engine_hook.running_config()
+        if self.source_conn_id and "source" in enabled_channels(config):
+            self.log.info("Kafka Connect: the signal goes into the signal table (Debezium has no API channel)")
+            return "source"
+        if config.get("signal.kafka.topic") and "kafka" in enabled_channels(config):
+            self.log.info("Kafka Connect: the signal goes onto the Kafka signal channel (Debezium has no API channel)")
+            return "kafka"
+        raise ConfigError(
+            [
+                ConfigProblem(
+                    self.cdc_conn_id,
+                    "is a Debezium connector on Kafka Connect, which has no API signal channel",
+                    'set the connection\'s extra "source_conn_id" (the signal table is written over it), or send '
+                    "on channel='source' / 'kafka'",
+                )
+            ]
+        )
 
     # -- the signal table ------------------------------------------------------------------------
     def _to_signal_table(self, config: Mapping[str, Any], kind: str, data: Mapping[str, Any], signal_id: str) -> str:

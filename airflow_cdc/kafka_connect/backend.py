@@ -62,6 +62,8 @@ P = ParamSpec("P")
 
 #: An :class:`Ask` for a page of the notification topic rather than a Connect call.
 NOTIFICATION_PAGE = "notification_page"
+#: An :class:`Ask` for the source database's current position (``source_position``).
+SOURCE_POSITION = "source_position"
 
 
 @dataclass(frozen=True)
@@ -84,6 +86,7 @@ class _Plans:
     name: str
     notification_topic: str | None
     kafka_options: dict[str, Any]
+    source_position: Callable[[], str] | None
     _warned: set[str]
 
     # -- the embedded instance's operations ------------------------------------------------------
@@ -102,16 +105,16 @@ class _Plans:
         status = yield from self._connector_status()
         config: dict[str, Any] = yield Ask("config", (self.name,))
         offsets = yield from self._committed(degrade=True)
-        self._warn_once("current", NO_CURRENT)
-        return instance_status(status, config, offsets, self.url)
+        current = yield from self._current()
+        return instance_status(status, config, offsets, self.url, current)
 
     def _position(self, target: str | None = None) -> Plan[InstancePosition]:
         """Committed positions per partition; with ``target`` whether each reached it."""
         status = yield from self._connector_status()
         config: dict[str, Any] = yield Ask("config", (self.name,))
         offsets = yield from self._committed(degrade=False)
-        self._warn_once("current", NO_CURRENT)
-        return instance_position(status, config, offsets, target)
+        current = yield from self._current()
+        return instance_position(status, config, offsets, target, current)
 
     def _offsets(self) -> Plan[list[OffsetEntry]]:
         """The committed offsets, every partition (``GET /connectors/{name}/offsets``)."""
@@ -259,6 +262,15 @@ class _Plans:
             return []
         return offset_entries(offsets)
 
+    def _current(self) -> Plan[str | None]:
+        """The source's current position, read from the source database when the client was
+        given how (Debezium reports none); None, said once, otherwise."""
+        if self.source_position is None:
+            self._warn_once("current", NO_CURRENT)
+            return None
+        current: str | None = yield Ask(SOURCE_POSITION)
+        return current
+
     def _connector_status(self) -> Plan[ConnectorStatus]:
         """Connect's status; UNASSIGNED for a connector created a moment ago, which Connect
         answers "No status found" until a worker took it."""
@@ -334,9 +346,16 @@ class _Operations(_Plans):
     reset_offsets = _Operation(_Plans._reset_offsets)
 
     def _setup(
-        self, url: str, name: str, notification_topic: str | None, bootstrap_servers: str | None, kafka: Any
+        self,
+        url: str,
+        name: str,
+        notification_topic: str | None,
+        bootstrap_servers: str | None,
+        kafka: Any,
+        source_position: Callable[[], str] | None,
     ) -> None:
         self.url, self.name, self.notification_topic = url.rstrip("/"), name, notification_topic
+        self.source_position = source_position
         self.kafka_options = dict(kafka or {})
         if bootstrap_servers:
             self.kafka_options["bootstrap_servers"] = bootstrap_servers
@@ -361,6 +380,9 @@ class ConnectorEngineClient(_Operations):
         connector's ``notification.sink.topic.name``.
     :param bootstrap_servers: the Kafka cluster of the notification topic.
     :param kafka_options: further kafka-python consumer arguments (security settings).
+    :param source_position: reads the source database's current position, as the connector's
+        positions are written (an LSN, a GTID set): Debezium reports none, so ``current``,
+        ``lag`` and ``caught_up`` come from it (None without it).
     :param transport: replaces the network (tests replay recorded answers).
     """
 
@@ -374,9 +396,10 @@ class ConnectorEngineClient(_Operations):
         notification_topic: str | None = None,
         bootstrap_servers: str | None = None,
         kafka_options: Mapping[str, Any] | None = None,
+        source_position: Callable[[], str] | None = None,
         transport: httpx.BaseTransport | None = None,
     ) -> None:
-        self._setup(url, connector, notification_topic, bootstrap_servers, kafka_options)
+        self._setup(url, connector, notification_topic, bootstrap_servers, kafka_options, source_position)
         self.timeout = timeout
         self._connect = ConnectClient(url, timeout=timeout, auth=auth, transport=transport)
 
@@ -399,6 +422,9 @@ class ConnectorEngineClient(_Operations):
     def _ask(self, ask: Ask) -> Any:
         if ask.method == NOTIFICATION_PAGE:
             return read_page(*ask.args, kafka_options=self.kafka_options, timeout=self.timeout)
+        if ask.method == SOURCE_POSITION:
+            assert self.source_position is not None
+            return self.source_position()
         return getattr(self._connect, ask.method)(*ask.args, **ask.kwargs)
 
     def close(self) -> None:
@@ -425,9 +451,10 @@ class AsyncConnectorEngineClient(_Operations):
         notification_topic: str | None = None,
         bootstrap_servers: str | None = None,
         kafka_options: Mapping[str, Any] | None = None,
+        source_position: Callable[[], str] | None = None,
         transport: httpx.AsyncBaseTransport | None = None,
     ) -> None:
-        self._setup(url, connector, notification_topic, bootstrap_servers, kafka_options)
+        self._setup(url, connector, notification_topic, bootstrap_servers, kafka_options, source_position)
         self.timeout = timeout
         self._connect = AsyncConnectClient(url, timeout=timeout, auth=auth, transport=transport)
 
@@ -451,6 +478,9 @@ class AsyncConnectorEngineClient(_Operations):
         if ask.method == NOTIFICATION_PAGE:
             page = functools.partial(read_page, *ask.args, kafka_options=self.kafka_options, timeout=self.timeout)
             return await asyncio.to_thread(page)
+        if ask.method == SOURCE_POSITION:
+            assert self.source_position is not None
+            return await asyncio.to_thread(self.source_position)
         return await getattr(self._connect, ask.method)(*ask.args, **ask.kwargs)
 
     async def aclose(self) -> None:

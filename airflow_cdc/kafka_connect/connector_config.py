@@ -95,7 +95,7 @@ def connector_config(props: Mapping[str, Any], *, notification_topic: str = "") 
 
 
 def _notification_channels(config: Mapping[str, Any], topic: str) -> dict[str, str]:
-    if "notification.enabled.channels" not in config and not topic:
+    if "notification.enabled.channels" not in config and not (topic or config.get("notification.sink.topic.name")):
         # The engine's default (log, api) needs a topic on Connect; none is known: the log only.
         log.info("no notification topic: the connector's notifications go to its log only")
         return {"notification.enabled.channels": "log"}

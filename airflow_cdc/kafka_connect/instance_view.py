@@ -116,11 +116,14 @@ def instance_position(
     config: Mapping[str, Any],
     offsets: Sequence[OffsetEntry],
     target: str | None = None,
+    current: str | None = None,
 ) -> InstancePosition:
     """Each partition's committed position; with ``target`` (parsed by the connector's codec:
-    OffsetError if it is not one of its positions) whether it is reached."""
+    OffsetError if it is not one of its positions) whether it is reached; with ``current`` (the
+    source database's position, read there) each one's lag and whether it caught up."""
     codec = codec_of(config)
     goal = None if target is None else codec.parse(target)
+    head = None if current is None else codec.parse(current)
     capture = capture_phase(config, offsets)
     task_states = [t.state for t in status.tasks]
     if status.state in (FAILED, STOPPED):
@@ -138,6 +141,9 @@ def instance_position(
                 phase=_task_phase(state, capture).value,
                 partition=entry.partition,
                 committed=codec.format(committed),
+                current=None if head is None else codec.format(head),
+                lag=None if head is None else codec.lag(committed, head),
+                caught_up=None if head is None else codec.caught_up(committed, head),
                 reached=None if goal is None else codec.reached(committed, goal),
             )
         )
@@ -146,9 +152,12 @@ def instance_position(
             TaskPosition(task=task_name(status.name, i), phase=_task_phase(s, capture).value)
             for i, s in enumerate(task_states)
         ]
+    lags = [t.lag for t in positions if t.lag is not None]
     return InstancePosition(
         phase=_instance_phase(status, positions),
         lag_unit=codec.lag_unit,
+        lag=max(lags) if lags else None,
+        caught_up=None if head is None else _every(t.caught_up for t in positions),
         target=None if goal is None else codec.format(goal),
         reached=None if goal is None else _every(t.reached for t in positions),
         tasks=tuple(positions),
@@ -191,9 +200,10 @@ def instance_status(
     config: Mapping[str, Any],
     offsets: Sequence[OffsetEntry],
     url: str,
+    current: str | None = None,
 ) -> InstanceStatus:
     """``status()``'s answer for a connector (see the module)."""
-    position = instance_position(status, config, offsets)
+    position = instance_position(status, config, offsets, current=current)
     tasks = tuple(
         TaskStatus(
             id=task_name(status.name, t.id),

@@ -24,6 +24,7 @@ from airflow_cdc.engine.errors import (
 )
 from airflow_cdc.engine.server.client import EngineClient
 from airflow_cdc.hooks.engine import CdcEngineHook
+from airflow_cdc.kafka_connect.errors import ConnectorUnavailableError
 from airflow_cdc.links import CdcInstanceLink, instance_status_url
 
 START_FIX = "start it (CdcStartEngineOperator, or `airflow-cdc engine start --config ...` on its host)"
@@ -103,6 +104,8 @@ class CdcBaseOperator(BaseOperator):
 
 def explain(action: str, exc: CdcError, conn_id: str) -> AirflowException:
     """The task failure for an engine error: the engine's (or the API's) words and the fix."""
+    if isinstance(exc, ConnectorUnavailableError):  # its message says what to do on Connect
+        return CdcUnavailableError(f"{action}: {exc.message}")
     if isinstance(exc, ApiUnavailableError):
         return CdcUnavailableError(
             f"{action}: the engine instance does not answer at {exc.url} ({exc.message}): {START_FIX}, "

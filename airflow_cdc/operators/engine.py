@@ -145,7 +145,9 @@ class CdcStartEngineOperator(CdcBaseOperator):
             source = from_connection(self.hook.get_connection(self.source_conn_id)) if self.source_conn_id else None
             requested = self._requested(source)
             deadline = time.monotonic() + self.timeout
-            if (self.hook.local_status() or {}).get("running"):
+            if self.hook.settings.kafka_connect:
+                started = self._create_connector(requested, source)
+            elif (self.hook.local_status() or {}).get("running"):
                 self._check_same(requested)
                 started = False
             else:
@@ -183,6 +185,21 @@ class CdcStartEngineOperator(CdcBaseOperator):
             )
         return requested
 
+    def _create_connector(self, requested: Mapping[str, Any], source: SourceConfig | None) -> bool:
+        """A ``kafka_connect`` connection: the connector is created from the same configuration
+        (Debezium's keys; the source's password in it, as Connect keeps it); an existing one
+        with the same configuration is left alone, one with another fails the task."""
+        created, differences = self.hook.start_connector(requested, source, timeout=self.timeout)
+        if differences:
+            raise CdcOperatorError(
+                f"connector {requested.get('name')!r} already runs on Kafka Connect with another configuration:\n  "
+                + "\n  ".join(differences)
+                + "\nstop and delete it first to create it with this configuration, or change the task's config"
+            )
+        if created:
+            self.log.info("connector %r created on Kafka Connect", requested.get("name"))
+        return created
+
     def _check_same(self, requested: Mapping[str, Any]) -> None:
         differences = config_differences(requested, self.hook.running_config())
         if differences:
@@ -199,9 +216,9 @@ class CdcStartEngineOperator(CdcBaseOperator):
             while True:
                 status = client.status()
                 if status.error or status.phase == "failed":
+                    where = f"see {status.state_dir}/engine.log" if status.state_dir else f"see {status.api}"
                     raise CdcOperatorError(
-                        f"instance {status.name!r} failed: {status.error}; see {status.state_dir}/engine.log, "
-                        "mend the cause and start it again"
+                        f"instance {status.name!r} failed: {status.error}; {where}, mend the cause and start it again"
                     )
                 if status.phase in STREAMING:
                     return status

@@ -75,6 +75,9 @@ class CdcSparkApplyOperator(BaseOperator):
         the executors share; the executors must reach the driver (``spark.driver.host``).
         Only standalone masters are tested; ``yarn`` and ``k8s://`` get the same spark-submit
         options (their cluster comes from ``HADOOP_CONF_DIR`` / the URL).
+    :param spark_conn_id: instead of ``master``: an Airflow connection of type ``spark`` (the
+        Spark provider's: ``host`` ``local[2]``, ``yarn``, ``k8s://…`` or ``spark://host`` with
+        the ``port``), so that a DAG moves to a cluster by changing the connection only.
     :param deploy_mode: ``client`` (the default and the only one): the driver runs in this task.
     :param conf: extra ``--conf`` settings.
     :param jars: extra jars; the connector jars ``scripts/setup`` resolved are added for the
@@ -126,6 +129,7 @@ class CdcSparkApplyOperator(BaseOperator):
         max_duration: float | None = None,
         max_records_per_batch: int | None = None,
         master: str = "local[*]",
+        spark_conn_id: str | None = None,
         deploy_mode: str | None = None,
         conf: Mapping[str, str] | None = None,
         jars: Sequence[str] = (),
@@ -145,6 +149,7 @@ class CdcSparkApplyOperator(BaseOperator):
             check_master("local" if "{{" in master else master, deploy_mode)
         except SparkMasterError as exc:
             raise ValueError(str(exc)) from exc
+        self.spark_conn_id = spark_conn_id
         self.cdc_conn_id = cdc_conn_id
         self.tables = list(tables)
         self.source = source
@@ -178,7 +183,15 @@ class CdcSparkApplyOperator(BaseOperator):
         from airflow_cdc.hooks.engine import CdcEngineHook
         from airflow_cdc.spark.apply import inputs_from_engine_config
 
-        config = CdcEngineHook(str(self.cdc_conn_id)).running_config()
+        hook = CdcEngineHook(str(self.cdc_conn_id))
+        config = hook.running_config()
+        if hook.settings.kafka_connect:
+            # A Debezium connector writes to the Connect cluster's Kafka, which the connection names.
+            config = {
+                **config,
+                "sink.type": "kafka",
+                "sink.kafka.producer.bootstrap.servers": hook.settings.bootstrap_servers,
+            }
         try:
             derived = inputs_from_engine_config(config, self.tables)
         except ValueError as exc:
@@ -207,6 +220,23 @@ class CdcSparkApplyOperator(BaseOperator):
         args += [part for k, v in self.settings.items() for part in ("--setting", f"{k}={v}")]
         return args
 
+    def connection_master(self) -> str:
+        """The master of the ``spark`` connection (``host``, with ``port`` for ``spark://``),
+        checked as a literal master is."""
+        from airflow.sdk import BaseHook
+
+        from airflow_cdc.spark.cluster import SparkMasterError, check_master
+
+        conn = BaseHook.get_connection(str(self.spark_conn_id))
+        master = str(conn.host or "").strip()
+        if conn.port and master.startswith("spark://") and master.count(":") == 1:
+            master = f"{master}:{conn.port}"
+        try:
+            check_master(master, self.deploy_mode)
+        except SparkMasterError as exc:
+            raise AirflowFailException(f"connection {self.spark_conn_id!r}: {exc}") from exc
+        return master
+
     def default_checkpoint(self) -> str:
         home = os.environ.get("AIRFLOW_HOME", str(Path.home() / "airflow"))
         return str(Path(home) / "cdc" / "checkpoints" / f"{self.dag_id}.{self.task_id}")
@@ -223,6 +253,8 @@ class CdcSparkApplyOperator(BaseOperator):
 
         if self.cdc_conn_id:
             self.use_instance()
+        if self.spark_conn_id:
+            self.master = self.connection_master()
         target = connection_url(self.target_conn_id) if self.target_conn_id else str(self.target_url)
         if scheme_of(target) not in (*SQL_SCHEMES, *LAKE_SCHEMES):
             raise AirflowException(f"target_url {self.target_url!r}: use delta:PATH or parquet:PATH")

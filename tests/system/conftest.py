@@ -157,6 +157,7 @@ def shop_batch(tmp_path: Path, source: Source, airflow_db: str, monkeypatch: pyt
 
 def _connections(monkeypatch: pytest.MonkeyPatch, source: Source, **instances: Instance) -> None:
     connect_source(monkeypatch, source)
+    local_spark(monkeypatch)
     for conn_id, instance in instances.items():
         monkeypatch.setenv(
             f"AIRFLOW_CONN_{conn_id.upper()}",
@@ -199,6 +200,11 @@ def replica(source: Source, monkeypatch: pytest.MonkeyPatch) -> Iterator[Source]
     yield replica
     with source.connect() as conn:
         conn.execute(f"drop database if exists {name} with (force)")
+
+
+def local_spark(monkeypatch: pytest.MonkeyPatch, master: str = "local[2]") -> None:
+    """Connection ``spark_cdc``: where the example DAGs' Spark jobs run."""
+    monkeypatch.setenv("AIRFLOW_CONN_SPARK_CDC", json.dumps({"conn_type": "spark", "host": master}))
 
 
 def connect_source(monkeypatch: pytest.MonkeyPatch, source: Source) -> None:
@@ -326,6 +332,7 @@ def maria_shop(
     instance = Instance(str(config["name"]), path, state)
     monkeypatch.setenv("CDC_EXAMPLE_MARIADB_DATABASE", database)
     monkeypatch.setenv(f"AIRFLOW_CONN_{MARIADB_SOURCE_CONN.upper()}", json.dumps(maria_source.connection()))
+    local_spark(monkeypatch)
     monkeypatch.setenv(
         f"AIRFLOW_CONN_{MARIADB_CONN.upper()}",
         json.dumps(

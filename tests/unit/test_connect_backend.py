@@ -422,3 +422,25 @@ def test_cursors_name_the_topic_and_the_next_offset_of_each_partition() -> None:
     assert Cursor.parse("n:") == Cursor("n", {})
     for garbage in ("run-1:15", "n", ":0=1", "n:0=x"):
         assert Cursor.parse(garbage) is None, garbage
+
+
+def test_the_source_databases_position_gives_current_lag_and_caught_up() -> None:
+    """Debezium reports no source position: given a reader of the source's, the answers carry
+    it as the embedded instance's do (the offset sensor's "current")."""
+    heads = [format_lsn(26363504), format_lsn(26363504 + 100)]
+    with orders().client(source_position=lambda: heads.pop(0)) as client:
+        level = client.position()
+        behind = client.status().position
+    [task] = level.tasks
+    assert (task.current, task.lag, task.caught_up, level.caught_up) == (format_lsn(26363504), 0, True, True)
+    assert behind is not None
+    assert (behind.tasks[0].lag, behind.caught_up, behind.lag) == (100, False, 100)
+
+
+def test_the_async_client_reads_the_source_position_in_a_thread() -> None:
+    async def ask() -> InstancePosition:
+        async with orders().async_client(source_position=lambda: format_lsn(26363504 + 8)) as client:
+            return await client.position()
+
+    position = asyncio.run(ask())
+    assert (position.tasks[0].lag, position.caught_up) == (8, False)

@@ -204,11 +204,11 @@ def test_the_connections_are_json_and_are_the_ones_the_example_dags_use() -> Non
     connections = stack.connections()
     assert dag_connection_ids() == {
         *("cdc_shop", "cdc_shop_batch", "pg_shop", "pg_shop_replica"),
-        *("cdc_mariadb", "mariadb_shop", "mariadb_shop_replica"),
+        *("cdc_mariadb", "mariadb_shop", "mariadb_shop_replica", "spark_cdc"),
     }
     assert set(connections) == dag_connection_ids()
     for conn_id, conn in connections.items():
-        assert conn["conn_type"] in ("cdc_engine", "postgres", "mysql"), conn_id
+        assert conn["conn_type"] in ("cdc_engine", "postgres", "mysql", "spark"), conn_id
 
 
 def test_the_engine_connections_name_their_mounted_config_files_and_instances() -> None:
