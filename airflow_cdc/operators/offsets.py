@@ -7,7 +7,7 @@ from typing import Any
 
 from airflow.sdk import Context
 
-from airflow_cdc.engine.errors import RefusedError
+from airflow_cdc.engine.errors import ApiRefusedError, RefusedError
 from airflow_cdc.engine.positions import codec_for
 from airflow_cdc.engine.server import offsets_admin
 from airflow_cdc.engine.server.config_file import load_config_file
@@ -66,6 +66,11 @@ class CdcOffsetsOperator(CdcBaseOperator):
 
     def execute(self, context: Context) -> dict[str, Any]:
         with self.failures(f"{self.action} of the offsets of connection {self.cdc_conn_id!r}'s instance"):
+            if self.hook.settings.kafka_connect:
+                try:
+                    return self._on_connect()
+                except ApiRefusedError as exc:  # the connector runs
+                    raise CdcOperatorError(f"{exc.message}; in a DAG: CdcStopEngineOperator first") from exc
             if not self.hook.settings.config_path:
                 raise CdcOperatorError(
                     "offsets are changed beside the instance, in its offset store: set the extra config_path of "
@@ -86,6 +91,27 @@ class CdcOffsetsOperator(CdcBaseOperator):
         position = codec_for(props).format(changed["offset"])
         self.log.info("offset of %s set to %s (was %s)", changed["partition"], position, changed["before"])
         return {"action": "seek", **changed, "position": position}
+
+    def _on_connect(self) -> dict[str, Any]:
+        """A connector on Kafka Connect: its offsets API (Connect 3.6+), which refuses while the
+        connector is not STOPPED (``CdcStopEngineOperator`` stops it)."""
+        with self.hook.get_client() as client:
+            self.instance_status_url = f"{client.url}/connectors/{self.hook.settings.instance}/status"
+            if self.action == "reset":
+                removed = client.reset_offsets()  # type: ignore[attr-defined]  # a ConnectorEngineClient
+                self.log.info("offsets reset: %s", removed)
+                return {"action": "reset", "removed": removed}
+            config = dict(client.connector(str(self.hook.settings.instance)).get("config") or {})
+            offset = offsets_admin.position_offset(config, str(self.position))
+            entries = client.offsets()
+            partition = dict(self.partition) if isinstance(self.partition, Mapping) else None
+            if partition is None:
+                partition = entries[0].partition if len(entries) == 1 else {"server": config.get("topic.prefix")}
+            before = next((e.offset for e in entries if e.partition == partition), None)
+            client.alter_offsets([{"partition": partition, "offset": offset}])  # type: ignore[attr-defined]
+        position = codec_for(config).format(offset)
+        self.log.info("offset of %s set to %s (was %s)", partition, position, before)
+        return {"action": "seek", "partition": partition, "before": before, "offset": offset, "position": position}
 
     def _last_config(self) -> dict[str, Any]:
         props = self.hook.instance_config

@@ -1,0 +1,147 @@
+"""The operators on a ``kafka_connect`` connection, against the real Connect worker with
+Debezium's PostgreSQL connector (ADR 0017): start creates the connector and is idempotent, a
+different configuration is refused naming the keys, the snapshot control signals go into the
+signal table, stop leaves it STOPPED, the offsets operator seeks and resets through Connect's
+offsets API (refused while it runs), and the source's password reaches Connect only."""
+
+from __future__ import annotations
+
+import contextlib
+import json
+from collections.abc import Iterator
+from pathlib import Path
+from typing import Any
+
+import pytest
+from airflow.sdk.exceptions import AirflowFailException
+
+from airflow_cdc.engine.sources.postgres.pgoutput import format_lsn, parse_lsn
+from airflow_cdc.engine.testing import wait_until
+from airflow_cdc.kafka_connect import ConnectClient
+from airflow_cdc.operators.engine import CdcStartEngineOperator, CdcStopEngineOperator
+from airflow_cdc.operators.offsets import CdcOffsetsOperator
+from tests.integration.airflow.conftest import CDC_CONN, PASSWORD, PG_CONN, Source, write_config
+from tests.integration.airflow.support import task_context
+
+pytestmark = pytest.mark.integration
+
+
+@pytest.fixture
+def connector(
+    tmp_path: Path, source: Source, connect_worker: Any, kafka_broker: Any, monkeypatch: pytest.MonkeyPatch
+) -> Iterator[str]:
+    """``cdc_test``: a kafka_connect connection whose config file names a connector; ``pg_test``
+    the source with its password. The connector and its slot are gone afterwards."""
+    name = f"connect-{source.database[-8:]}"
+    slot = f"slot_c_{source.database}"
+    config = tmp_path / "shop.yaml"
+    write_config(
+        config,
+        {
+            "name": name,
+            "connector.class": "io.debezium.connector.postgresql.PostgresConnector",
+            "plugin.name": "pgoutput",
+            "topic.prefix": f"ops{source.database[-8:]}",
+            "slot.name": slot,
+            "publication.name": f"pub_c_{source.database}",
+            "table.include.list": "public.orders",
+            "signal.data.collection": "public.debezium_signal",
+            "snapshot.mode": "no_data",
+            "state.dir": str(tmp_path / "state"),  # the embedded instance's: left out on Connect
+        },
+    )
+    monkeypatch.setenv(
+        f"AIRFLOW_CONN_{CDC_CONN.upper()}",
+        json.dumps(
+            {
+                "conn_type": "kafka_connect",
+                "host": connect_worker.url,
+                "extra": {
+                    "config_path": str(config),
+                    "bootstrap_servers": kafka_broker.bootstrap_servers,
+                    "source_conn_id": PG_CONN,
+                },
+            }
+        ),
+    )
+    monkeypatch.setenv(
+        f"AIRFLOW_CONN_{PG_CONN.upper()}",
+        json.dumps(
+            {
+                "conn_type": "postgres",
+                "host": source.server.host,
+                "port": source.server.port,
+                "login": source.user,
+                "password": source.password,
+                "schema": source.database,
+            }
+        ),
+    )
+    client = ConnectClient(connect_worker.url)
+    try:
+        yield name
+    finally:
+        with contextlib.suppress(Exception):
+            client.delete(name)
+        client.close()
+        with source.connect() as conn:
+
+            def free() -> bool:
+                row = conn.execute("select active from pg_replication_slots where slot_name = %s", (slot,)).fetchone()
+                return row is None or not row[0]
+
+            wait_until(free, 60, "the connector's slot released")
+            conn.execute(
+                "select pg_drop_replication_slot(slot_name) from pg_replication_slots where slot_name = %s", (slot,)
+            )
+
+
+def start(**kwargs: Any) -> CdcStartEngineOperator:
+    return CdcStartEngineOperator(task_id="start", cdc_conn_id=CDC_CONN, source_conn_id=PG_CONN, timeout=120, **kwargs)
+
+
+def test_start_stop_and_offsets_drive_the_connector(
+    connector: str, source: Source, connect_worker: Any, caplog: pytest.LogCaptureFixture
+) -> None:
+    first = start().execute(task_context())
+    assert (first["name"], first["started"], first["phase"]) == (connector, True, "streaming")
+    again = start().execute(task_context())
+    assert again["started"] is False  # the same configuration: left alone
+
+    with ConnectClient(connect_worker.url) as client:
+        config = client.config(connector)
+    assert config["database.password"] == source.password  # Connect keeps it: the connector needs it
+    assert "state.dir" not in config and config["notification.enabled.channels"] == "log,sink"
+    assert PASSWORD not in json.dumps([first, again]) + caplog.text
+
+    with pytest.raises(AirflowFailException) as refused:
+        start(config={"table.include.list": "public.customers"}).execute(task_context())
+    assert "table.include.list: running 'public.orders', asked 'public.customers'" in str(refused.value)
+
+    with pytest.raises(AirflowFailException, match=r"is RUNNING.*CdcStopEngineOperator first"):
+        CdcOffsetsOperator(task_id="o", cdc_conn_id=CDC_CONN, action="reset").execute(task_context())
+
+    # A committed offset to seek back from: a change, and Connect's flush.
+    source.connect().execute("insert into orders values (100, 'new', date '2026-02-01')")
+    with ConnectClient(connect_worker.url) as client:
+        wait_until(lambda: client.offsets(connector), 60, "a committed offset")
+
+    stopped = CdcStopEngineOperator(task_id="stop", cdc_conn_id=CDC_CONN, timeout=60).execute(task_context())
+    assert (stopped["name"], stopped["stopped"], stopped["state"]) == (connector, True, "STOPPED")
+    with ConnectClient(connect_worker.url) as client:
+        assert client.status(connector).state == "STOPPED"
+        [entry] = client.offsets(connector)
+    committed = int(entry["offset"]["lsn"])
+
+    sought = CdcOffsetsOperator(
+        task_id="seek", cdc_conn_id=CDC_CONN, action="seek", position=format_lsn(committed - 8)
+    ).execute(task_context())
+    assert sought["partition"] == entry["partition"] and sought["position"] == format_lsn(committed - 8)
+    with ConnectClient(connect_worker.url) as client:
+        [moved] = client.offsets(connector)
+    assert parse_lsn(format_lsn(int(moved["offset"]["lsn"]))) == committed - 8
+
+    reset = CdcOffsetsOperator(task_id="reset", cdc_conn_id=CDC_CONN, action="reset").execute(task_context())
+    assert reset["action"] == "reset"
+    with ConnectClient(connect_worker.url) as client:
+        assert client.offsets(connector) == []
