@@ -1,4 +1,5 @@
-"""The engine instances Airflow knows: every connection of type ``cdc_engine``, from the
+"""The engine instances Airflow knows: every connection of type ``cdc_engine`` (and every
+Debezium connector of a ``kafka_connect`` one, ADR 0017), from the
 ``AIRFLOW_CONN_*`` environment variables and the metadata database (a secrets backend cannot
 be listed; a connection kept only there is reached by its id: :func:`engine_settings`). Each
 becomes a :class:`~airflow_cdc.monitoring.Monitor`, kept for the life of the process so
@@ -11,13 +12,14 @@ import os
 import threading
 from collections.abc import Callable
 
+from airflow_cdc.engine.server.client import EngineClient
 from airflow_cdc.hooks.engine import CdcEngineHook, connection_settings
-from airflow_cdc.hooks.engine_connection import EngineConnection, engine_client
+from airflow_cdc.hooks.engine_connection import KAFKA_CONNECT, EngineConnection, engine_client
 from airflow_cdc.monitoring import InstanceView, Monitor
 
 log = logging.getLogger(__name__)
 
-CONN_TYPE = CdcEngineHook.conn_type
+CONN_TYPES = (CdcEngineHook.conn_type, KAFKA_CONNECT)
 ENV_PREFIX = "AIRFLOW_CONN_"
 
 
@@ -31,7 +33,7 @@ def connection_ids() -> list[str]:
         if key.startswith(ENV_PREFIX):
             conn_id = key[len(ENV_PREFIX) :].lower()
             try:
-                if Connection.get_connection_from_secrets(conn_id).conn_type == CONN_TYPE:
+                if Connection.get_connection_from_secrets(conn_id).conn_type in CONN_TYPES:
                     found.add(conn_id)
             except Exception as exc:  # one malformed variable must not hide the others
                 log.warning("connection %s from %s%s is unusable: %s", conn_id, ENV_PREFIX, conn_id.upper(), exc)
@@ -46,7 +48,7 @@ def _database_ids() -> list[str]:
 
     try:
         with create_session() as session:
-            return list(session.scalars(select(Connection.conn_id).where(Connection.conn_type == CONN_TYPE)))
+            return list(session.scalars(select(Connection.conn_id).where(Connection.conn_type.in_(CONN_TYPES))))
     except Exception as exc:  # no metadata database here (a bare CLI): the environment still counts
         log.debug("no connections read from the metadata database: %s", exc)
         return []
@@ -60,6 +62,13 @@ def engine_settings(conn_id: str) -> EngineConnection:
     return connection_settings(conn_id, Connection.get_connection_from_secrets(conn_id))
 
 
+def client_for(conn_id: str) -> EngineClient:
+    """The connection's client: an instance's, or a connector's on Kafka Connect (through the
+    hook, which reads the connector's source connection too)."""
+    settings = engine_settings(conn_id)
+    return CdcEngineHook(conn_id).get_client() if settings.kafka_connect else engine_client(settings)
+
+
 class Instances:
     """A monitor per connection id, made on first use."""
 
@@ -71,7 +80,7 @@ class Instances:
     def monitor(self, conn_id: str) -> Monitor:
         with self._lock:
             if conn_id not in self._monitors:
-                self._monitors[conn_id] = Monitor(conn_id, lambda: engine_client(engine_settings(conn_id)))
+                self._monitors[conn_id] = Monitor(conn_id, lambda: client_for(conn_id))
             return self._monitors[conn_id]
 
     def observe(self, allowed: Callable[[str], bool] = lambda _: True) -> list[InstanceView]:

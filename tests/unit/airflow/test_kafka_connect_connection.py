@@ -106,3 +106,15 @@ def test_the_spark_master_comes_from_a_spark_connection(monkeypatch: pytest.Monk
     assert operator({"host": "yarn"}).connection_master() == "yarn"
     with pytest.raises(AirflowFailException, match=r"spark_cdc.*not a Spark master URL"):
         operator({"host": "http://master:8080"}).connection_master()
+
+
+def test_the_cdc_page_and_status_find_kafka_connect_connections(
+    monkeypatch: pytest.MonkeyPatch, config_file: Path
+) -> None:
+    from airflow_cdc.ui.instances import client_for, connection_ids
+
+    connect_connection(monkeypatch, config_file, bootstrap_servers="kafka:9092")
+    monkeypatch.setenv("AIRFLOW_CONN_PG_ELSEWHERE", json.dumps({"conn_type": "postgres", "host": "db"}))
+    assert "cdc_shop" in connection_ids() and "pg_elsewhere" not in connection_ids()
+    with client_for("cdc_shop") as client:
+        assert isinstance(client, ConnectorEngineClient) and client.name == "shop"
