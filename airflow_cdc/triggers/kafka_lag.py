@@ -88,7 +88,8 @@ class GroupLag:
 
 class ConsumerLag:
     """Measures one group's lag on ``topics``, or on every topic whose name starts with
-    ``topic_prefix.`` (the instance's topics). One admin client, opened at the first
+    ``topic_prefix.`` (the instance's topics) but those in ``exclude`` (its notification topic:
+    no consumer of the changes reads it). One admin client, opened at the first
     :meth:`measure`; :meth:`close` it."""
 
     def __init__(
@@ -98,6 +99,7 @@ class ConsumerLag:
         *,
         topics: Sequence[str] = (),
         topic_prefix: str = "",
+        exclude: Sequence[str] = (),
     ) -> None:
         if not topics and not topic_prefix:
             raise ValueError("give the topics, or the topic prefix of the instance's topics")
@@ -105,6 +107,7 @@ class ConsumerLag:
         self.group_id = group_id
         self.topics = tuple(topics)
         self.topic_prefix = topic_prefix
+        self.exclude = frozenset(exclude)
         self._admin: Any = None
 
     def measure(self) -> GroupLag | None:
@@ -139,7 +142,7 @@ class ConsumerLag:
         if self.topics:
             return sorted(existing & set(self.topics))
         head = f"{self.topic_prefix}."
-        return sorted(t for t in existing if t.startswith(head))
+        return sorted(t for t in existing if t.startswith(head) and t not in self.exclude)
 
     def _client(self) -> Any:
         if self._admin is None:

@@ -12,6 +12,7 @@ from airflow.sdk import BaseHook
 
 from airflow_cdc.engine.server.client import AsyncEngineClient
 from airflow_cdc.engine.server.models import InstancePosition
+from airflow_cdc.kafka_connect.backend import AsyncConnectorEngineClient
 from airflow_cdc.triggers.base import CdcEngineTrigger, NoAnswer, Payload, failed
 from airflow_cdc.triggers.kafka_lag import ConsumerLag, client_settings
 from airflow_cdc.triggers.progress import CURRENT, OffsetGoal, positions_summary
@@ -137,10 +138,18 @@ class CdcConsumerLagTrigger(CdcEngineTrigger):
         if self.kafka_conn_id:
             conn = await BaseHook.aget_connection(self.kafka_conn_id)
             settings = client_settings(conn.extra_dejson)
+        elif isinstance(client, AsyncConnectorEngineClient) and client.kafka_options.get("bootstrap_servers"):
+            # A connector on Kafka Connect writes to the cluster its kafka_connect connection names.
+            settings = dict(client.kafka_options)
         else:
             settings = client_settings(config, SINK_PREFIX)
+        notifications = str(config.get("notification.sink.topic.name") or "")
         return ConsumerLag(
-            settings, self.group_id, topics=self.topics, topic_prefix=str(config.get("topic.prefix") or "")
+            settings,
+            self.group_id,
+            topics=self.topics,
+            topic_prefix=str(config.get("topic.prefix") or ""),
+            exclude=[notifications] if notifications else [],
         )
 
     async def close(self) -> None:

@@ -6,6 +6,7 @@ offsets API (refused while it runs), and the source's password reaches Connect o
 
 from __future__ import annotations
 
+import asyncio
 import contextlib
 import json
 from collections.abc import Iterator
@@ -20,8 +21,10 @@ from airflow_cdc.engine.testing import wait_until
 from airflow_cdc.kafka_connect import ConnectClient
 from airflow_cdc.operators.engine import CdcStartEngineOperator, CdcStopEngineOperator
 from airflow_cdc.operators.offsets import CdcOffsetsOperator
+from airflow_cdc.triggers.offset import CdcConsumerLagTrigger
 from tests.integration.airflow.conftest import CDC_CONN, PASSWORD, PG_CONN, Source, write_config
 from tests.integration.airflow.support import task_context
+from tests.system.test_consumer_lag import consume_all
 
 pytestmark = pytest.mark.integration
 
@@ -101,7 +104,7 @@ def start(**kwargs: Any) -> CdcStartEngineOperator:
 
 
 def test_start_stop_and_offsets_drive_the_connector(
-    connector: str, source: Source, connect_worker: Any, caplog: pytest.LogCaptureFixture
+    connector: str, source: Source, connect_worker: Any, kafka_broker: Any, caplog: pytest.LogCaptureFixture
 ) -> None:
     first = start().execute(task_context())
     assert (first["name"], first["started"], first["phase"]) == (connector, True, "streaming")
@@ -125,6 +128,26 @@ def test_start_stop_and_offsets_drive_the_connector(
     source.connect().execute("insert into orders values (100, 'new', date '2026-02-01')")
     with ConnectClient(connect_worker.url) as client:
         wait_until(lambda: client.offsets(connector), 60, "a committed offset")
+
+    # The consumer-lag trigger finds the connector's topics on the connection's Kafka.
+    group = f"group-{connector}"
+
+    def look() -> Any:
+        lag = CdcConsumerLagTrigger(CDC_CONN, group, max_lag=0)
+
+        async def once() -> Any:
+            try:
+                return await lag.poll()
+            finally:
+                await lag.cleanup()
+
+        return asyncio.run(once())
+
+    assert look() is None  # the group has read nothing: the change is its lag
+    prefix = config["topic.prefix"]
+    assert consume_all(kafka_broker.bootstrap_servers, prefix, group, 1) == 1
+    caught_up = look()
+    assert caught_up is not None and caught_up["status"] == "success" and caught_up["lag"]["total"] == 0
 
     stopped = CdcStopEngineOperator(task_id="stop", cdc_conn_id=CDC_CONN, timeout=60).execute(task_context())
     assert (stopped["name"], stopped["stopped"], stopped["state"]) == (connector, True, "STOPPED")
