@@ -19,6 +19,9 @@ Why it is more than a loop over the reader:
 - **Counting.** Every event is counted toward the offsets whatever its table
   (``tracking.py``): filtered tables' rows are simply never decoded (the library decodes rows
   lazily), instead of being filtered by the library, which would change the counts.
+- **Decoding.** The rows of tables whose columns are all of common types (integers, decimal,
+  float, char/varchar, date, datetime, timestamp) are decoded by ``row_decoder.py``: the
+  library's values, three to four times faster; the library decodes every other row.
 - **latin1.** The library decodes a latin1 column as Python's cp1252, strictly: the five bytes
   cp1252 leaves undefined (0x81, 0x8D, 0x8F, 0x90, 0x9D), which the server stores and converts
   to U+0081, U+008D, ..., raised UnicodeDecodeError and stopped the stream. latin1 columns are
@@ -28,6 +31,7 @@ Why it is more than a loop over the reader:
 from __future__ import annotations
 
 import codecs
+import functools
 import logging
 import time
 from collections.abc import Callable
@@ -169,6 +173,9 @@ def _decode_latin1_as_the_server(rows_event: Any) -> None:
     if getattr(original, "_airflow_cdc", False):
         return
 
+    # Cached: the library asks once per text value (a charset lookup each time was about 5% of
+    # the stream's decoding); the answer for a name never changes.
+    @functools.lru_cache(maxsize=256)
     def charset_to_encoding(name: str) -> str:
         # The table map names a latin1 column's charset by the library's codec for it, cp1252
         # (no other MySQL charset is cp1252); "latin1" in case a version passes the charset.
@@ -211,6 +218,9 @@ class BinlogReader:
             lib.row_event.UpdateRowsEvent: self._row_event,
             lib.row_event.DeleteRowsEvent: self._row_event,
         }
+        from airflow_cdc.engine.sources.mysql.row_decoder import EventRows  # imports the library
+
+        self._fast = EventRows(lib.row_event)
         #: Counted like any event of a transaction, nothing more.
         self._counted = (lib.row_event.TableMapEvent, lib.event.RowsQueryLogEvent, lib.event.XAPrepareEvent)
 
@@ -388,11 +398,37 @@ class BinlogReader:
         t = self.tracker
         skip = t.rows_to_skip()
         if skip >= 0 and self._tables(event.schema, event.table):
-            rows = event.rows  # decoded only here: other tables' rows never are
             source = self._source(event, t.gtid)
-            for index in range(skip, len(rows)):
-                out.append(self._change(event, rows[index], index, len(rows), source))
+            decoded = self._fast.rows(event)  # decoded only here: other tables' rows never are
+            if decoded is not None:
+                self._fast_changes(event, decoded, skip, source, out)
+            else:
+                rows = event.rows  # the library decodes what row_decoder.py leaves to it
+                for index in range(skip, len(rows)):
+                    out.append(self._change(event, rows[index], index, len(rows), source))
         t.event_done()
+
+    def _fast_changes(
+        self,
+        event: Any,
+        decoded: tuple[tuple[str, ...], list[tuple[tuple[Any, ...], ...]]],
+        skip: int,
+        source: EventSource,
+        out: list[BinlogItem],
+    ) -> None:
+        """RowChanges from row_decoder.py's rows: the library's values, every None a NULL."""
+        names, rows = decoded
+        kind, total, row_offset = type(event), len(rows), self.tracker.row_offset
+        schema, table = event.schema, event.table
+        for index in range(skip, total):
+            images = rows[index]
+            if kind is self._rows.UpdateRowsEvent:
+                op, before, after = "u", images[0], images[1]
+            elif kind is self._rows.WriteRowsEvent:
+                op, before, after = "c", None, images[0]
+            else:
+                op, before, after = "d", images[0], None
+            out.append(RowChange(schema, table, op, before, after, names, index, row_offset(index, total), source))
 
     def _change(self, event: Any, row: dict[str, Any], index: int, total: int, source: EventSource) -> RowChange:
         odd_before = odd_after = None
