@@ -9,16 +9,18 @@ from __future__ import annotations
 import asyncio
 import contextlib
 import json
+import os
 from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
 
 import pytest
-from airflow.sdk.exceptions import AirflowFailException
+from airflow.sdk.exceptions import AirflowException, AirflowFailException
 
 from airflow_cdc.engine.sources.postgres.pgoutput import format_lsn, parse_lsn
 from airflow_cdc.engine.testing import wait_until
 from airflow_cdc.kafka_connect import ConnectClient
+from airflow_cdc.local.ports import free_port
 from airflow_cdc.operators.engine import CdcStartEngineOperator, CdcStopEngineOperator
 from airflow_cdc.operators.offsets import CdcOffsetsOperator
 from airflow_cdc.triggers.offset import CdcConsumerLagTrigger
@@ -168,3 +170,29 @@ def test_start_stop_and_offsets_drive_the_connector(
     assert reset["action"] == "reset"
     with ConnectClient(connect_worker.url) as client:
         assert client.offsets(connector) == []
+
+
+def test_connect_side_failures_fail_the_task_with_connects_words_and_the_fix(
+    connector: str, monkeypatch: pytest.MonkeyPatch, tmp_path: Path
+) -> None:
+    # A configuration Connect's validation rejects: its messages, per key.
+    with pytest.raises(AirflowFailException) as rejected:
+        start(config={"slot.name": "Not A Valid Slot!"}).execute(task_context())
+    assert "invalid configuration" in str(rejected.value) and "slot.name" in str(rejected.value)
+
+    # Valid to Connect; its task fails at run time (no such output plugin): the trace's summary.
+    with pytest.raises(AirflowFailException) as failed:
+        start(config={"plugin.name": "decoderbufs"}).execute(task_context())
+    message = str(failed.value)
+    assert f"instance {connector!r} failed" in message and 'could not access file "decoderbufs"' in message
+    assert "only_failed=True" in message  # the fix: restart the failed tasks once mended
+
+    # Nothing answers at the connection's host: retriable, naming Kafka Connect and the host.
+    settings = json.loads(os.environ[f"AIRFLOW_CONN_{CDC_CONN.upper()}"])
+    monkeypatch.setenv(
+        f"AIRFLOW_CONN_{CDC_CONN.upper()}", json.dumps({**settings, "host": f"http://127.0.0.1:{free_port()}"})
+    )
+    with pytest.raises(AirflowException) as unreachable:
+        start().execute(task_context())
+    assert not isinstance(unreachable.value, AirflowFailException)
+    assert "Kafka Connect" in str(unreachable.value) and "reachable" in str(unreachable.value)
