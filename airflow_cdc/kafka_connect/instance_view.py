@@ -35,6 +35,7 @@ from airflow_cdc.engine.errors import OffsetError
 from airflow_cdc.engine.positions import OPAQUE_POSITIONS, PHASE_ORDER, Phase, PositionCodec, codec_for
 from airflow_cdc.engine.records import Offset
 from airflow_cdc.engine.server.models import InstancePosition, InstanceStatus, OffsetEntry, TaskPosition, TaskStatus
+from airflow_cdc.engine.server.status import every
 from airflow_cdc.kafka_connect.client import FAILED, PAUSED, RUNNING, STOPPED, ConnectorStatus
 
 log = logging.getLogger(__name__)
@@ -157,9 +158,9 @@ def instance_position(
         phase=_instance_phase(status, positions),
         lag_unit=codec.lag_unit,
         lag=max(lags) if lags else None,
-        caught_up=None if head is None else _every(t.caught_up for t in positions),
+        caught_up=None if head is None else every(t.caught_up for t in positions),
         target=None if goal is None else codec.format(goal),
-        reached=None if goal is None else _every(t.reached for t in positions),
+        reached=None if goal is None else every(t.reached for t in positions),
         tasks=tuple(positions),
     )
 
@@ -172,15 +173,6 @@ def _instance_phase(status: ConnectorStatus, tasks: Sequence[TaskPosition]) -> s
     if engine_state(status) != "POLLING_TASKS" or not tasks:
         return Phase.STARTING.value
     return min((Phase(t.phase) for t in tasks), key=PHASE_ORDER.index).value
-
-
-def _every(answers: Iterable[bool | None]) -> bool | None:
-    seen = list(answers)
-    if False in seen:
-        return False
-    if not seen or None in seen:
-        return None
-    return True
 
 
 def failure_message(status: ConnectorStatus, url: str) -> str | None:

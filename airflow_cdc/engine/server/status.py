@@ -32,9 +32,9 @@ def instance_position(engine: Engine, codec: PositionCodec, target: str | None =
         phase=_instance_phase(engine, tasks),
         lag_unit=codec.lag_unit,
         lag=max(lags) if lags else None,
-        caught_up=_every(t.caught_up for t in tasks),
+        caught_up=every(t.caught_up for t in tasks),
         target=None if goal is None else codec.format(goal),
-        reached=None if goal is None else _every(t.reached for t in tasks),
+        reached=None if goal is None else every(t.reached for t in tasks),
         tasks=tasks,
     )
 
@@ -87,7 +87,7 @@ def _instance_phase(engine: Engine, tasks: tuple[TaskPosition, ...]) -> str:
     return min((Phase(t.phase) for t in tasks), key=PHASE_ORDER.index).value
 
 
-def _every(answers: Iterable[bool | None]) -> bool | None:
+def every(answers: Iterable[bool | None]) -> bool | None:
     """False if any task says no, None if any cannot tell (or there is none), else True."""
     seen = list(answers)
     if False in seen:
