@@ -23,6 +23,8 @@ from airflow_cdc.kafka_connect import ConnectClient
 from airflow_cdc.local.ports import free_port
 from airflow_cdc.operators.engine import CdcStartEngineOperator, CdcStopEngineOperator
 from airflow_cdc.operators.offsets import CdcOffsetsOperator
+from airflow_cdc.operators.snapshot import CdcSnapshotControlOperator, CdcSnapshotOperator
+from airflow_cdc.sensors.snapshot import CdcSnapshotSensor
 from airflow_cdc.triggers.offset import CdcConsumerLagTrigger
 from tests.integration.airflow.conftest import CDC_CONN, PASSWORD, PG_CONN, Source, write_config
 from tests.integration.airflow.support import task_context
@@ -196,3 +198,26 @@ def test_connect_side_failures_fail_the_task_with_connects_words_and_the_fix(
         start().execute(task_context())
     assert not isinstance(unreachable.value, AirflowFailException)
     assert "Kafka Connect" in str(unreachable.value) and "reachable" in str(unreachable.value)
+
+
+def test_the_snapshot_operators_drive_debeziums_incremental_snapshot(
+    connector: str, source: Source, connect_worker: Any, capfd: pytest.CaptureFixture[str]
+) -> None:
+    """Signals go into the signal table (Debezium has no API channel); pause and resume are
+    acted on as Debezium's notifications say, and the snapshot then completes."""
+    with source.connect() as conn:
+        conn.execute("insert into orders select g, 'bulk', date '2026-03-01' from generate_series(1001, 21000) g")
+    start(config={"incremental.snapshot.chunk.size": 20}).execute(task_context())
+    signal_id = CdcSnapshotOperator(task_id="snap", cdc_conn_id=CDC_CONN, tables=["public.orders"]).execute(
+        task_context()
+    )
+    with source.connect() as conn:
+        row = conn.execute("select type from debezium_signal where id = %s", (signal_id,)).fetchone()
+    assert row == ("execute-snapshot",)
+    for action in ("pause", "resume"):
+        CdcSnapshotControlOperator(task_id=action, cdc_conn_id=CDC_CONN, action=action).execute(task_context())
+    logged = capfd.readouterr().out
+    assert "acted on signal" in logged and ": PAUSED" in logged and ": RESUMED" in logged
+
+    sensor = CdcSnapshotSensor(task_id="done", cdc_conn_id=CDC_CONN, signal_id=signal_id, deferrable=False)
+    wait_until(lambda: sensor.poke(task_context()), 180, "the snapshot completed")
