@@ -152,6 +152,8 @@ class MySqlTask(SourceTask):
             extra_offset=self._schema_offset,
         )
         self._plans: dict[tuple[str, str], RowPlan] = {}
+        self._unconverted: list[Any] = []  # binlog items read but not yet converted (a failed poll)
+        self._ddl_applied: Any = None  # the last DDL item the schema history took in
         self._last_marker = time.monotonic()
         self.signalling = self._coordinator(context)
         self._handover = HandOver()  # polled but not yet handed over (a released chunk)
@@ -392,33 +394,57 @@ class MySqlTask(SourceTask):
         self.snapshot, self._batches, self._blocking = None, None, None  # streaming goes on
 
     def _read_stream(self) -> list[SourceRecord]:
+        """The records of the next items of the binlog. The reader's position is past every
+        item it returned, so an item that fails to convert (a DDL whose table is read from a
+        server that just went away, say) is kept with those after it for the next poll: a
+        retried poll converts them again instead of reading past them. Records converted
+        before it are handed over now."""
         assert self.reader is not None
-        limit = min(self.settings["max.batch.size"], POLL_BATCH)
-        items = self.reader.read(limit, self.settings["poll.interval.ms"] / 1000)
+        items, self._unconverted = self._unconverted, []
+        if not items:
+            limit = min(self.settings["max.batch.size"], POLL_BATCH)
+            items = self.reader.read(limit, self.settings["poll.interval.ms"] / 1000)
         records: list[SourceRecord] = []
-        heartbeat = self.settings["heartbeat.interval.ms"] / 1000
-        for item in items:
-            if type(item) is RowChange:
-                rows = self._plan(item)
-                if rows is not None:
-                    records.extend(self.builder.changes(rows, item))
-            elif type(item) is Position:
-                now = time.monotonic()
-                if item.kind == "commit" or (heartbeat and now - self._last_marker >= heartbeat):
-                    self._last_marker = now
-                    records.append(PositionMarker.at(self.partition, {**item.offset, **self._schema_offset()}))
-            elif type(item) is SchemaChange:
+        for index, item in enumerate(items):
+            try:
+                self._convert(item, records)
+            except Exception as exc:
+                self._unconverted = items[index:]
+                if not records:
+                    raise
+                log.warning(
+                    "%s: %s; the %d binlog items from there are converted again next",
+                    self.prefix,
+                    exc,
+                    len(items) - index,
+                )
+                break
+        return records
+
+    def _convert(self, item: Any, records: list[SourceRecord]) -> None:
+        if type(item) is RowChange:
+            rows = self._plan(item)
+            if rows is not None:
+                records.extend(self.builder.changes(rows, item))
+        elif type(item) is Position:
+            now = time.monotonic()
+            heartbeat = self.settings["heartbeat.interval.ms"] / 1000
+            if item.kind == "commit" or (heartbeat and now - self._last_marker >= heartbeat):
+                self._last_marker = now
+                records.append(PositionMarker.at(self.partition, {**item.offset, **self._schema_offset()}))
+        elif type(item) is SchemaChange:
+            if self._ddl_applied is not item:  # converted again after a failure: applied once
                 # A DDL the history does not follow is read from the server, on a connection
                 # that may predate a server restart the stream has recovered from.
                 _reopen_if_lost(self.conn)
                 if self.history.apply(self.conn, item.ddl, item.database, item.offset):
                     self._plans.clear()
-                offset = {**item.offset, **self._schema_offset()}
-                schema_events = self._schema_change_events()
-                if schema_events is not None:
-                    records.extend(schema_events.streamed(self.conn, item, offset))
-                records.append(PositionMarker.at(self.partition, offset))
-        return records
+                self._ddl_applied = item
+            offset = {**item.offset, **self._schema_offset()}
+            schema_events = self._schema_change_events()
+            if schema_events is not None:
+                records.extend(schema_events.streamed(self.conn, item, offset))
+            records.append(PositionMarker.at(self.partition, offset))
 
     def _plan(self, change: RowChange) -> RowPlan | None:
         key = (change.database, change.table)
