@@ -163,8 +163,6 @@ def test_a_poll_that_fails_midway_loses_no_row_when_it_is_retried(mariadb_server
     with EngineRunner(engine):
         wait_until(lambda: engine.tasks and engine.tasks[0].task.position().phase.value == "streaming", 30, "streaming")
         run(db, "insert into f select seq, seq from seq_1_to_200")
-        wait_until(
-            lambda: len([e for e in collected.changes() if e["value"]["source"]["table"] == "f"]) >= 200, 30, "rows"
-        )
-    ids = [e["key"]["id"] for e in collected.changes() if e["value"]["source"]["table"] == "f"]
+        wait_until(lambda: len(f_ids(collected)) >= 200, 30, "every row")
+    ids = f_ids(collected)
     assert failed == [57] and ids == list(range(1, 201))  # each once, in order
