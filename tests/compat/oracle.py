@@ -124,8 +124,6 @@ class Rules:
     left_out: Callable[[Event], bool] = _nothing_left_out
 
 
-POSTGRES_RULES = Rules(SOURCE_SNAPSHOT_POSITIONS, ALLOWED_DIFFERENCES)
-
 #: MySQL/MariaDB snapshot events: ``file``/``pos`` name the binlog point each side's snapshot
 #: stands at, ``gtid`` the transaction an event belongs to; two snapshots of one database
 #: (Debezium's and ours, each its own consistent-snapshot transaction, taken at its own moment)
@@ -167,6 +165,7 @@ def _keyless_tombstone(event: Event) -> bool:
     return event.key is None and event.value is None
 
 
+POSTGRES_RULES = Rules(SOURCE_SNAPSHOT_POSITIONS, ALLOWED_DIFFERENCES, _keyless_tombstone)
 MARIADB_RULES = Rules(MARIADB_SNAPSHOT_POSITIONS, MARIADB_ALLOWED_DIFFERENCES, _keyless_tombstone)
 
 

@@ -51,6 +51,8 @@ create table full_identity (id int primary key, v text, big text);
 alter table full_identity alter column big set storage external;
 alter table full_identity replica identity full;
 create table no_key (v text, n int);
+create table keyless_full (v text, n int);
+alter table keyless_full replica identity full;
 create table nothing_identity (id int primary key, v text);
 alter table nothing_identity replica identity nothing;
 create table composite_key (a int, b text, v text, primary key (a, b));
@@ -269,6 +271,11 @@ STREAM: list[list[str]] = [
     # No primary key: a null key. Replica identity nothing. (PostgreSQL refuses updates and
     # deletes of both while a publication publishes them.)
     ["insert into no_key values ('keyless 2', 2)"],
+    # No primary key but REPLICA IDENTITY FULL: updates and deletes with whole before images,
+    # a null key, and no tombstone (a deliberate deviation: oracle.py's POSTGRES_RULES).
+    ["insert into keyless_full values ('k', 1)"],
+    ["update keyless_full set n = 2 where v = 'k'"],
+    ["delete from keyless_full where v = 'k'"],
     ["insert into nothing_identity values (1, 'n')"],
     # NOT NULL columns missing from a key-only old tuple: their default, else the type's fallback.
     ["insert into not_null (id, plain, v, opt) values (2, 2, 'w', 'p')"],
