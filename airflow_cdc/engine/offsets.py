@@ -72,6 +72,10 @@ class BatchHandle:
     def mark_all(self) -> None:
         self._tracker._mark(self._batch, 0, self._batch.size)
 
+    def fail(self, error: BaseException) -> None:
+        """A record of this batch can never be delivered: the task stops with ``error``."""
+        self._tracker.fail(error)
+
 
 class OffsetTracker:
     """Tracks the records of one task; thread-safe."""
@@ -84,6 +88,14 @@ class OffsetTracker:
         self._prefix = 0  # every record with seq < _prefix is done
         self._cursor = 0  # index of the first not-done record in the head batch
         self._committable: dict[str, Position] = {}
+        #: Why a record can never be delivered (a sink said so, from any thread); the task stops.
+        self.failure: BaseException | None = None
+
+    def fail(self, error: BaseException) -> None:
+        with self._lock:
+            if self.failure is None:
+                self.failure = error
+            self._advanced.notify_all()  # a task waiting for room (back-pressure) looks again
 
     def track(self, records: Sequence[SourceRecord]) -> BatchHandle:
         """Register a polled batch, in source order; returns the handle to mark its records."""

@@ -130,6 +130,11 @@ class RecordCommitter:
         """The handler is done with this batch (records it marked may still be pending)."""
         self.finished.set()
 
+    def fail(self, error: BaseException) -> None:
+        """A record of this batch can never be delivered (from any thread, later too): the task
+        stops with ``error``; nothing from that record on is committed."""
+        self._handle.fail(error)
+
 
 class BatchHandler(Protocol):
     def handle_batch(self, records: list[Any], committer: RecordCommitter) -> None: ...

@@ -104,6 +104,8 @@ class TaskRunner:
                     self._stop.event.wait(0.1)
                     continue
                 self.idling = False
+                if self.tracker.failure is not None:
+                    raise self.tracker.failure
                 if self.tracker.pending() > self._max_pending:
                     # Back-pressure: a sink holds too many unacknowledged records.
                     self.tracker.wait_for_pending_at_most(self._max_pending, 0.1)

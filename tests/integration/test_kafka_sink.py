@@ -189,3 +189,25 @@ def test_records_that_time_out_are_sent_again_in_order(
             expected = source_image(conn)
         assert_target_equals_source(broker.bootstrap_servers, topic, expected, 120)
         assert engine.error is None
+
+
+def test_a_record_kafka_refuses_for_good_stops_the_engine_saying_what_to_change(
+    pg_server: Any, pg_database: str, kafka_broker: Any, topic_prefix: str, kafka_client: str
+) -> None:
+    """Sent again it is refused again: the engine stops with the reason and the fix instead of
+    retrying forever, and nothing from the refused record on is acknowledged."""
+    dsn = pg_server.dsn(pg_database)
+    with psycopg.connect(dsn, autocommit=True) as conn:
+        create_load_table(conn, 10)
+    engine, sink = kafka_engine(
+        pg_server, pg_database, kafka_broker.bootstrap_servers, topic_prefix, kafka_client, **{"max.request.size": 4000}
+    )
+    with sink, EngineRunner(engine):
+        wait_until(lambda: sink.metrics()["delivered"] >= 10, 60, "the snapshot delivered")
+        with psycopg.connect(dsn, autocommit=True) as conn:
+            conn.execute("update t set v = repeat('x', 20000) where id = 3")
+            conn.execute("update t set v = 'after' where id = 4")
+        wait_until(lambda: engine.error is not None, 60, "the engine stopped")
+    message = str(engine.error)
+    assert "Kafka refuses a record for good" in message and "max.request.size" in message, message
+    assert sink.metrics()["delivered"] == 10  # neither the large record nor the one after it

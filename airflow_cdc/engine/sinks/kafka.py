@@ -42,7 +42,7 @@ from collections.abc import Callable, Mapping
 from typing import Any
 
 from airflow_cdc.engine.config import ConfigDef, Field
-from airflow_cdc.engine.errors import RetriableError
+from airflow_cdc.engine.errors import CdcError, RetriableError
 from airflow_cdc.engine.processing import RecordCommitter
 from airflow_cdc.engine.records import SerializedRecord
 from airflow_cdc.engine.retry import RetryPolicy
@@ -113,6 +113,8 @@ class KafkaSink(Sink):
         self.recoveries = 0
         self.resent = 0
         self.last_error: str | None = None
+        #: A record Kafka refuses for good: sending it again cannot help, the engine must stop.
+        self.refused: CdcError | None = None
 
     def start(self) -> None:
         self._producer = self.client.new_producer()
@@ -120,6 +122,8 @@ class KafkaSink(Sink):
         self._reaper.start()
 
     def handle_batch(self, records: list[SerializedRecord], committer: RecordCommitter) -> None:
+        if self.refused is not None:
+            raise self.refused
         with self._lock:
             pending = self.client.pending(committer, records)
             with self._pending_lock:
@@ -136,7 +140,7 @@ class KafkaSink(Sink):
         try:
             self.client.send(producer, pending, self._topics, self._stop_sending(pending.committer))
         except Exception as exc:  # broker unreachable for max.block.ms, a fatal producer state, ...
-            self._on_error(exc)
+            self._on_error(exc, pending)
             return False
         return True
 
@@ -144,8 +148,18 @@ class KafkaSink(Sink):
         failed, closing, stopping = self._failed, self._closing, committer.stopping
         return lambda: failed.is_set() or closing.is_set() or stopping.is_set()
 
-    def _on_error(self, exc: object) -> None:
+    def _on_error(self, exc: object, pending: Pending | None = None) -> None:
         self.last_error = f"{type(exc).__name__}: {exc}"
+        fix = self.client.refusal(exc)
+        if fix is not None:
+            # Sent again it is refused again: the task stops (nothing from the record on is
+            # committed) instead of the sink retrying forever.
+            if self.refused is None:
+                self.refused = CdcError(f"Kafka refuses a record for good ({self.last_error}): {fix}")
+                log.error("kafka sink: %s", self.refused)
+            if pending is not None:
+                pending.committer.fail(self.refused)
+            return
         if not self._failed.is_set():
             log.warning("kafka sink: delivery failed (%s); the records will be sent again", self.last_error)
         self._failed.set()
@@ -166,7 +180,7 @@ class KafkaSink(Sink):
                 if done:
                     self._drained.notify_all()
             if failed is not None and notice_failure:
-                self._on_error(failed.error())
+                self._on_error(failed.error(), failed)
             for pending in done:
                 self.delivered += len(pending.records)  # only under _reap_lock
                 pending.committer.mark_all_processed()
@@ -175,7 +189,7 @@ class KafkaSink(Sink):
         while not self._closing.is_set():
             self.client.serve(self._producer, self._closing)
             self._reap()
-            if self._failed.is_set():
+            if self._failed.is_set() and self.refused is None:
                 try:
                     self._retry.call(self._recover, what="kafka sink recovery", stopping=self._closing)
                 except Exception as exc:  # closing while the broker is away: records stay uncommitted

@@ -96,6 +96,12 @@ class ProducerClient(abc.ABC, Generic[P]):
     def flush(self, producer: Any, timeout: float) -> None:
         """Send what the producer buffers now (the sink then waits for the acknowledgements)."""
 
+    def refusal(self, error: object) -> str | None:
+        """For an error that refuses a record for good (too large, no key and no value, a topic
+        name Kafka does not take): what to change; None for the others, which a new producer
+        sending again may get past."""
+        return None
+
     @abc.abstractmethod
     def close_producer(self, producer: Any) -> None:
         """Drop a producer at once; what it did not deliver fails (the sink sends it again)."""

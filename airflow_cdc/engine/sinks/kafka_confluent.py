@@ -265,6 +265,17 @@ class ConfluentClient(ProducerClient[_ReportPending]):
                     return  # more may have come meanwhile: look again at once
         stopping.wait(self.POLL_S)  # or a sender serves them between its batches
 
+    def refusal(self, error: object) -> str | None:
+        from airflow_cdc.engine.sinks.kafka_python import BAD_TOPIC, TOO_LARGE
+
+        cause = error.args[0] if isinstance(error, KafkaException) and error.args else error
+        code = cause.code() if isinstance(cause, KafkaError) else None
+        if code == KafkaError.MSG_SIZE_TOO_LARGE:  # librdkafka's own check and the broker's
+            return TOO_LARGE
+        if code == KafkaError.TOPIC_EXCEPTION:
+            return BAD_TOPIC
+        return None
+
     def close_producer(self, producer: Producer) -> None:
         # close() would wait for every queued record; purge them first (they fail, and the
         # reports go to the batches this producer had, which the sink no longer looks at).

@@ -68,6 +68,14 @@ def _coerce(raw: Any, default: Any) -> Any:
     return raw
 
 
+#: What to change when Kafka refuses a record for good.
+TOO_LARGE = (
+    "raise sink.kafka.producer.max.request.size (and the topic's max.message.bytes and the broker's "
+    "message.max.bytes), or leave the large column out (column.exclude.list)"
+)
+BAD_TOPIC = "give the topic a name Kafka takes (topic.prefix, or a transform that routes it)"
+
+
 class _FuturePending(Pending):
     """No callback per record: kafka-python runs callbacks on its single I/O thread, between the
     network work, and they cost about a tenth of its throughput. The reaper reads the futures
@@ -132,6 +140,22 @@ class KafkaPythonClient(ProducerClient[_FuturePending]):
 
     def serve(self, producer: KafkaProducer | None, stopping: threading.Event) -> None:
         stopping.wait(self.REAP_INTERVAL_S)
+
+    def refusal(self, error: object) -> str | None:
+        from kafka.errors import (
+            InvalidRecordError,
+            InvalidTopicError,
+            MessageSizeTooLargeError,
+            RecordListTooLargeError,
+        )
+
+        if isinstance(error, MessageSizeTooLargeError | RecordListTooLargeError | InvalidRecordError):
+            return TOO_LARGE
+        if isinstance(error, InvalidTopicError):
+            return BAD_TOPIC
+        if isinstance(error, AssertionError) and "key or value" in str(error):
+            return "a record needs a key or a value: leave such records out (a transform) or give them a key"
+        return None
 
     def flush(self, producer: KafkaProducer, timeout: float) -> None:
         with contextlib.suppress(KafkaError):
