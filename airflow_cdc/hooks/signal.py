@@ -77,6 +77,8 @@ class CdcSignalHook(BaseHook):
         self.cdc_conn_id = cdc_conn_id
         self.source_conn_id = source_conn_id
         self.kafka_bootstrap_servers = kafka_bootstrap_servers
+        #: The channel the last signal went on (``api`` becomes another on Kafka Connect).
+        self.last_channel: str | None = None
 
     @cached_property
     def engine_hook(self) -> CdcEngineHook:
@@ -104,6 +106,7 @@ class CdcSignalHook(BaseHook):
         parse_signal(signal_id or "airflow", kind, payload, channel)  # SignalError: the engine's own words
         if channel == "api" and self.engine_hook.settings.kafka_connect:
             channel = self._connect_channel()
+        self.last_channel = channel
         if channel == "api":
             with self.engine_hook.get_client() as client:
                 return client.signal(kind, payload, signal_id=signal_id)

@@ -85,7 +85,8 @@ class _SignalOperator(CdcBaseOperator):
         with self.engine_client() as client:
             cursor = _end_cursor(client)
         signal_id = self.signal_hook.send(kind, data, channel=self.channel)
-        self.log.info("signal %s (%s) sent on the %s channel: %s", signal_id, kind, self.channel, dict(data))
+        channel = self.signal_hook.last_channel or self.channel
+        self.log.info("signal %s (%s) sent on the %s channel: %s", signal_id, kind, channel, dict(data))
         if self.acceptance_timeout:
             with self.engine_client() as client:
                 self._await(client, cursor, signal_id, acted)
