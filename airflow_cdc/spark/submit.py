@@ -107,6 +107,8 @@ class SparkSubmit:
         if self.deploy_mode:
             cmd += ["--deploy-mode", self.deploy_mode]
         conf = dict(self.conf)
+        # Spark's INFO lines (hundreds a run) would bury the job's own in the task log.
+        conf.setdefault("spark.log.level", "WARN")
         if self.executor_python:
             conf.setdefault("spark.pyspark.python", self.executor_python)
             # spark-submit gives the driver spark.pyspark.python too unless this says otherwise.
