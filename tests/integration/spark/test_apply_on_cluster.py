@@ -10,6 +10,7 @@ runs' times are printed (``-s``).
 
 from __future__ import annotations
 
+import os
 import subprocess
 import sys
 import sysconfig
@@ -53,7 +54,9 @@ def bare_python(tmp_path_factory: pytest.TempPathFactory) -> str:
 
 
 def imports(python: str, module: str) -> bool:
-    return subprocess.run([python, "-c", f"import {module}"], cwd="/", capture_output=True).returncode == 0
+    # Without PYTHONPATH: a run from a checkout that sets it (a worktree) would find the package.
+    env = {k: v for k, v in os.environ.items() if k != "PYTHONPATH"}
+    return subprocess.run([python, "-c", f"import {module}"], cwd="/", capture_output=True, env=env).returncode == 0
 
 
 def end_offset(bootstrap_servers: str, topic: str) -> int:
