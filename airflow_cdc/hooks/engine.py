@@ -85,7 +85,7 @@ class CdcEngineHook(BaseHook):
         if settings.kafka_connect:
             return ConnectorEngineClient(  # type: ignore[return-value]  # the same operations
                 **self._connect_arguments(settings),
-                source_position=self._source_position(self._source(settings)),
+                source_position=_source_position(settings, self._source(settings)),
             )
         url, token = engine_address(settings)
         return EngineClient(url, token, timeout=settings.timeout)
@@ -98,7 +98,7 @@ class CdcEngineHook(BaseHook):
             if settings.source_conn_id:
                 source = from_connection(await self.aget_connection(settings.source_conn_id))
             return AsyncConnectorEngineClient(  # type: ignore[return-value]  # the same operations
-                **self._connect_arguments(settings), source_position=self._source_position(source)
+                **self._connect_arguments(settings), source_position=_source_position(settings, source)
             )
         url, token = engine_address(settings)
         return AsyncEngineClient(url, token, timeout=settings.timeout)
@@ -118,14 +118,6 @@ class CdcEngineHook(BaseHook):
 
     def _source(self, settings: EngineConnection) -> SourceConfig | None:
         return from_connection(self.get_connection(settings.source_conn_id)) if settings.source_conn_id else None
-
-    def _source_position(self, source: SourceConfig | None) -> Any:
-        """How the connector's source position is read (Debezium reports none): from the
-        database of the connection's ``source_conn_id``; None without one."""
-        if source is None:
-            return None
-        base = self.instance_config if self.settings.config_path else {}
-        return position_reader({**base, **source.properties}, source.password)
 
     def start_connector(
         self, config: Mapping[str, Any], source: SourceConfig | None = None, timeout: float = 60.0
@@ -250,6 +242,16 @@ def connection_settings(conn_id: str, conn: Any) -> EngineConnection:
         extra=conn.extra,
         conn_type=conn.conn_type,
     )
+
+
+def _source_position(settings: EngineConnection, source: SourceConfig | None) -> Any:
+    """How the connector's source position is read (Debezium reports none): from the database
+    of the connection's ``source_conn_id``; None without one. From ``settings`` as given (in a
+    trigger they were read without blocking the event loop)."""
+    if source is None:
+        return None
+    base = instance_config(settings) if settings.config_path else {}
+    return position_reader({**base, **source.properties}, source.password)
 
 
 def _wait_answering(client: Any, timeout: float) -> None:
