@@ -290,8 +290,8 @@ _STATEMENTS: tuple[tuple[re.Pattern[str], Callable[[re.Match[str], str, _Tables]
 
 
 def _create(key: tuple[str, str], body: str) -> Table:
-    inner = body[1 : _closing(body)]
-    options = body[_closing(body) + 1 :].lower()
+    inner = body[1 : closing(body)]
+    options = body[closing(body) + 1 :].lower()
     charset_match = re.search(r"(?:character\s+set|charset)\s*=?\s*(\w+)", options)
     charset = charset_match.group(1) if charset_match else "utf8mb4"
     columns, primary = [], []
@@ -310,9 +310,12 @@ def _create(key: tuple[str, str], body: str) -> Table:
     return Table(key[0], key[1], tuple(columns), tuple(primary), charset)
 
 
-def _closing(text: str) -> int:
+def closing(text: str, start: int = 0) -> int:
+    """The index of the parenthesis closing the first one at or after ``start`` (quotes
+    skipped); ValueError when there is none."""
     depth, quote = 0, ""
-    for index, ch in enumerate(text):
+    for index in range(start, len(text)):
+        ch = text[index]
         if quote:
             quote = "" if ch == quote else quote
         elif ch in "'\"`":

@@ -19,7 +19,7 @@ from collections.abc import Callable
 from dataclasses import dataclass, field, replace
 from typing import Any
 
-from airflow_cdc.engine.sources.mysql.ddl import split_top_level, strip_comments, unquote
+from airflow_cdc.engine.sources.mysql.ddl import closing, split_top_level, strip_comments, unquote
 
 # java.sql.Types, as MariaDbAntlrDdlParser's DataTypeResolver registers them.
 _JDBC: dict[str, int] = {
@@ -103,20 +103,10 @@ def tokens(text: str) -> list[tuple[str, str]]:
 
 
 def _group_end(text: str, start: int) -> int:
-    depth, quote = 0, ""
-    for index in range(start, len(text)):
-        ch = text[index]
-        if quote:
-            quote = "" if ch == quote else quote
-        elif ch in "'\"`":
-            quote = ch
-        elif ch == "(":
-            depth += 1
-        elif ch == ")":
-            depth -= 1
-            if depth == 0:
-                return index + 1
-    return len(text)
+    try:
+        return closing(text, start) + 1
+    except ValueError:  # unbalanced: the group runs to the end
+        return len(text)
 
 
 def _strip_quotes(text: str) -> str:
