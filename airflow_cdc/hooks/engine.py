@@ -145,7 +145,7 @@ class CdcEngineHook(BaseHook):
         differences = [
             f"{key}: running {running.get(key)!r}, asked {value!r}"
             for key, value in sorted(translated.items())
-            if not is_secret(key) and str(running.get(key)) != _text(value)
+            if not is_secret(key) and str(running.get(key)) != config_text(value)
         ]
         return False, differences
 
@@ -274,12 +274,12 @@ def is_secret(key: str) -> bool:
     return is_secret_key(key)
 
 
-def _text(value: Any) -> str:
+def config_text(value: Any) -> str:
     """A value as Connect keeps it (every config value is a string there)."""
     if isinstance(value, bool):
         return str(value).lower()
     if isinstance(value, list | tuple):
-        return ",".join(_text(v) for v in value)
+        return ",".join(config_text(v) for v in value)
     return str(value)
 
 

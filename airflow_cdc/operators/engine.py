@@ -16,6 +16,7 @@ from airflow_cdc.engine.server.client import EngineClient
 from airflow_cdc.engine.server.config_file import flatten, strip_prefixes
 from airflow_cdc.engine.server.instance import resolve
 from airflow_cdc.engine.server.models import InstanceStatus
+from airflow_cdc.hooks.engine import config_text
 from airflow_cdc.hooks.source_config import (
     SourceConfig,
     engine_config,
@@ -56,14 +57,7 @@ def config_differences(requested: Mapping[str, Any], running: Mapping[str, Any])
 
 
 def _normal(config: Mapping[str, Any]) -> dict[str, str]:
-    def text(value: Any) -> str:
-        if isinstance(value, bool):
-            return str(value).lower()
-        if isinstance(value, list | tuple):
-            return ",".join(text(v) for v in value)
-        return str(value)
-
-    return {key: text(value) for key, value in config.items() if value is not None}
+    return {key: config_text(value) for key, value in config.items() if value is not None}
 
 
 def literal_tables(value: Any) -> list[str]:
