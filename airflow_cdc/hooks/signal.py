@@ -24,6 +24,7 @@ from typing import Any
 import orjson
 from airflow.sdk import BaseHook
 
+from airflow_cdc.engine import mysql_client
 from airflow_cdc.engine.errors import CdcError, ConfigError, ConfigProblem, MissingDependencyError
 from airflow_cdc.engine.signals import parse_signal
 from airflow_cdc.hooks.engine import CdcEngineHook
@@ -269,10 +270,9 @@ def _psycopg(source: SourceConfig, database: str | None) -> Any:
 
 
 def _pymysql(source: SourceConfig, database: str | None) -> Any:
-    import pymysql
 
     p = source.properties
-    return pymysql.connect(
+    return mysql_client.connect(
         host=p.get("database.hostname"),
         port=int(p.get("database.port") or 3306),
         user=p.get("database.user"),

@@ -15,6 +15,7 @@ from __future__ import annotations
 from collections.abc import Callable, Mapping
 from typing import Any
 
+from airflow_cdc.engine import mysql_client
 from airflow_cdc.engine.errors import ConfigError, ConfigProblem, RetriableError
 
 
@@ -68,7 +69,7 @@ def _mysql(params: Mapping[str, Any], *, mariadb: bool) -> str:
     import pymysql
 
     try:
-        with pymysql.connect(**params, connect_timeout=10) as conn, conn.cursor() as cur:
+        with mysql_client.connect(**params, connect_timeout=10) as conn, conn.cursor() as cur:
             cur.execute("select @@gtid_binlog_pos" if mariadb else "select @@gtid_executed")
             row = cur.fetchone()
             gtids = str(row[0] or "").replace("\n", "") if row else ""

@@ -190,6 +190,16 @@ EVENT_SCHEMA = (
         id int primary key, d date not null, dt datetime not null,
         dt6d datetime(6) not null default '2000-01-01 00:00:00.500000', dn date)""",
     "create table empty_at_start (id int primary key, v int)",
+    # Binary keys and values beside simple columns, unsigned maxima, ENUM and SET: read from the
+    # binlog with the schema history's definitions, whatever binlog_row_metadata says.
+    "create table bin_key (id binary(4) primary key, note varchar(10))",
+    "create table uuid_key (id binary(16) primary key, n int, v varchar(20))",
+    """create table raw_values (
+        id int primary key, b binary(4), vb varbinary(10), tb tinyblob, bl blob, mb mediumblob, lb longblob,
+        bt bit(10), b1 bit(1))""",
+    """create table wide_ints (
+        id int primary key, tu tinyint unsigned, su smallint unsigned, mu mediumint unsigned, iu int unsigned,
+        bu bigint unsigned, e enum('a','b,c','é'), s set('x','y','z'))""",
     "create table oracle_marker (id int primary key)",
 )
 
@@ -206,6 +216,33 @@ EVENT_SNAPSHOT = (
 
 #: Rows before capture starts.
 EVENT_SNAPSHOT_ROWS = 3 + 4 + 2 + 2 + 1
+
+
+def raw_value_rows(n: int) -> tuple[tuple[str, ...], ...]:
+    """Transactions of binary values that are not UTF-8 (trailing zero bytes too), unsigned
+    maxima, ENUM and SET; ``n`` (1-9) keeps each run's keys apart."""
+    return (
+        (
+            f"insert into bin_key values (x'0{n}ff8000', 'n1'), (x'6{n}620000', 'n2'), (x'0{n}000000', '')",
+            f"insert into uuid_key values (unhex('{n}23e4567e89b12d3a456426614174000'), 1, 'a'),"
+            f" (unhex('{n}f00000000000000000000000000ff00'), null, null)",
+            f"insert into raw_values values ({n}, x'ff000000', x'80ff', x'', x'fe00', x'00', repeat(x'c3', 70000),"
+            " b'1111111111', b'1'), "
+            f"({n}0, x'00', x'', null, x'ff', null, x'00ff', b'0000000001', b'0')",
+            f"insert into wide_ints values ({n}, 255, 65535, 16777215, 4294967295, 18446744073709551615, 'b,c', 'x,z'),"
+            f" ({n}0, 0, 0, 0, 0, 9223372036854775808, 'é', ''),"
+            f" ({n}00, 128, 32768, 8388608, 2147483648, 1, null, 'y')",
+        ),
+        (
+            f"update bin_key set note = 'upd' where id = x'0{n}ff8000'",
+            f"update bin_key set id = x'0{n}ff0000' where id = x'6{n}620000'",
+            f"update raw_values set b = x'0102', vb = x'ffff', lb = x'9f' where id = {n}",
+            f"update wide_ints set tu = 254, bu = 18446744073709551614, e = 'a', s = 'x,y,z' where id = {n}",
+            f"delete from uuid_key where n is null and hex(id) like '{n}F%'",
+            f"delete from wide_ints where id = {n}00",
+        ),
+    )
+
 
 #: The stream: one transaction each.
 EVENT_STREAM: tuple[tuple[str, ...], ...] = (
@@ -260,6 +297,11 @@ EVENT_STREAM: tuple[tuple[str, ...], ...] = (
     ("drop index late_price on late_table",),
     ("alter table late_table alter column kind set default 'b', modify price decimal(8,2) first",),
     ("drop table late_table",),
+    *raw_value_rows(1),
 )
+
+#: Streamed after ``SET GLOBAL binlog_row_metadata=FULL`` (the stream before ran with the server's
+#: default): the same kinds of rows, which must read the same.
+EVENT_STREAM_FULL_METADATA: tuple[tuple[str, ...], ...] = raw_value_rows(2)
 
 EVENT_MARKER = "insert into oracle_marker values (1)"

@@ -138,7 +138,7 @@ def _java_cp1252(text: Any) -> Any:
     Java's Cp1252, which replaces each undefined byte with U+FFFD."""
     if not isinstance(text, str):
         return text
-    from airflow_cdc.engine.sources.mysql.binlog import MYSQL_LATIN1
+    from airflow_cdc.engine.sources.mysql.binlog_values import MYSQL_LATIN1
 
     return text.encode(MYSQL_LATIN1).decode("cp1252", errors="replace")
 

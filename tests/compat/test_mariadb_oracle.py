@@ -4,8 +4,10 @@ event by whole event (ADR 0009; the values alone are checked in test_mariadb_typ
 
 One database of its own on the shared server: an initial snapshot, then a stream of inserts,
 updates and deletes with tombstones, a primary-key change, a multi-row transaction, DDL (ADD,
-DROP, RENAME COLUMN) between rows, a keyless table and a composite key
-(``mariadb_cases.EVENT_*``). Debezium's connector runs on the Connect fixture (JSON converter,
+DROP, RENAME COLUMN) between rows, a keyless table and a composite key, binary keys and values
+that are not UTF-8, unsigned maxima, ENUM and SET (``mariadb_cases.EVENT_*``) - streamed with the
+server's default ``binlog_row_metadata`` (NO_LOG), then the binary and unsigned rows again with
+FULL. Debezium's connector runs on the Connect fixture (JSON converter,
 schemas disabled, ``replace.null.with.default=false``), ours through its Kafka sink, into the
 same broker under another ``topic.prefix``; both begin at their own snapshot's binlog point
 (GTID), so neither reads the shared server's older binlog. Topics are compared with
@@ -128,19 +130,32 @@ class Captures:
         self.runners.append(runner)
 
     def stream(self) -> None:
-        """The changes, then the marker; returns once every capture delivered everything."""
+        """The changes - with the server's binlog_row_metadata, then with FULL - then the
+        marker; returns once every capture delivered everything."""
         with _session(self.server, self.database) as conn, conn.cursor() as cur:
-            for transaction in (*cases.EVENT_STREAM, (cases.EVENT_MARKER,)):
-                conn.begin()
-                for statement in transaction:
-                    cur.execute(statement)
-                conn.commit()
+            cur.execute("SELECT @@GLOBAL.binlog_row_metadata")
+            metadata = cur.fetchone()[0]
+            self._transactions(conn, cur, cases.EVENT_STREAM)
+            cur.execute("SET GLOBAL binlog_row_metadata = FULL")
+            try:
+                self._transactions(conn, cur, cases.EVENT_STREAM_FULL_METADATA)
+            finally:
+                cur.execute(f"SET GLOBAL binlog_row_metadata = {metadata}")
+            self._transactions(conn, cur, ((cases.EVENT_MARKER,),))
         for prefix in self.all_prefixes():
             wait_until(lambda p=prefix: self._marker_landed(p), 180, f"{prefix}'s marker")
         # Connect's producer keeps one request in flight: every record before the marker has
         # landed. Ours may have several: wait until nothing waits for an acknowledgement.
         for sink in self.sinks:
             wait_until(lambda s=sink: s.metrics()["in_flight"] == 0, 60, "our sinks acknowledged")
+
+    @staticmethod
+    def _transactions(conn: Any, cur: Any, transactions: Any) -> None:
+        for transaction in transactions:
+            conn.begin()
+            for statement in transaction:
+                cur.execute(statement)
+            conn.commit()
 
     def _marker_landed(self, prefix: str) -> bool:
         consumer = KafkaConsumer(bootstrap_servers=self.bootstrap)

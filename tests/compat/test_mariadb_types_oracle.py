@@ -20,7 +20,7 @@ import os
 import pickle
 import uuid
 from collections.abc import Iterator, Mapping
-from dataclasses import dataclass, field
+from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
@@ -33,7 +33,6 @@ from airflow_cdc.engine.sources.mysql.types import (
     MySqlColumn,
     ValueModes,
     binlog_converter,
-    binlog_null_value,
     snapshot_converter,
 )
 from airflow_cdc.engine.testing import wait_until
@@ -68,7 +67,6 @@ class BinlogChange:
     op: str  # c, u, d
     before: dict[str, Any] | None
     after: dict[str, Any] | None
-    none_sources: dict[str, dict[str, str]] = field(default_factory=dict)  # "before"/"after" -> reasons
 
 
 @dataclass
@@ -133,35 +131,39 @@ def _select_all(server: Any, database: str) -> dict[str, list[dict[str, Any]]]:
 
 
 def _read_binlog(server: Any, database: str, gtid: str, server_id: int) -> dict[str, list[BinlogChange]]:
-    from pymysqlreplication.row_event import DeleteRowsEvent, UpdateRowsEvent, WriteRowsEvent
+    """The engine's own reading of the binlog from ``gtid`` (taken before the tables were
+    created): the binlog reader, the schema history built from the DDL it reads, and the row
+    decoder - as the connector reads it, with the server's binlog_row_metadata, whatever it is."""
+    from airflow_cdc.engine.sources.mysql.binlog import BinlogReader, RowEvent, SchemaChange
+    from airflow_cdc.engine.sources.mysql.positions import MariaDbGtidSet
+    from airflow_cdc.engine.sources.mysql.row_decoder import compile_table
+    from airflow_cdc.engine.sources.mysql.schema import SchemaHistory
+    from airflow_cdc.engine.sources.mysql.server import check_server
+    from airflow_cdc.engine.sources.mysql.tracking import StartPoint
 
-    # With is_mariadb=True, mysql-replication 1.0.x ignores log_file/log_pos: a MariaDB GTID
-    # position (auto_position) is the way to start somewhere.
-    reader = server.binlog_reader(
-        server_id=server_id,
-        auto_position=gtid,
-        only_events=[WriteRowsEvent, UpdateRowsEvent, DeleteRowsEvent],
-        only_schemas=[database],
-        blocking=False,
-    )
-    changes: dict[str, list[BinlogChange]] = {}
-    try:
-        for event in reader:
-            for row in event.rows:
-                if isinstance(event, WriteRowsEvent):
-                    change = BinlogChange("c", None, row["values"], {"after": row["none_sources"]})
-                elif isinstance(event, UpdateRowsEvent):
-                    change = BinlogChange(
-                        "u",
-                        row["before_values"],
-                        row["after_values"],
-                        {"before": row["before_none_sources"], "after": row["after_none_sources"]},
-                    )
-                else:
-                    change = BinlogChange("d", row["values"], None, {"before": row["none_sources"]})
-                changes.setdefault(event.table, []).append(change)
-    finally:
-        reader.close()
+    def ours(schema: str, _table: str) -> bool:
+        return schema == database
+
+    with server.connect() as conn:
+        info = check_server(conn)
+        history = SchemaHistory(None, ours)
+        start = StartPoint(MariaDbGtidSet.parse(gtid), "", 0)
+        reader = BinlogReader(server.connection_params(), server_id=server_id, start=start, server=info, tables=ours)
+        changes: dict[str, list[BinlogChange]] = {}
+        try:
+            while "oracle_marker" not in changes:
+                for item in reader.read(500, 1.0):
+                    if isinstance(item, SchemaChange):
+                        history.apply(conn, item.ddl, item.database, item.offset)
+                    elif isinstance(item, RowEvent):
+                        table = history.tables[(item.database, item.table)]
+                        names = [c.name for c in table.columns]
+                        for row in item.changes(compile_table(item.binlog_columns, table)):
+                            before = None if row.before is None else dict(zip(names, row.before, strict=True))
+                            after = None if row.after is None else dict(zip(names, row.after, strict=True))
+                            changes.setdefault(item.table, []).append(BinlogChange(row.op, before, after))
+        finally:
+            reader.close()
     return changes
 
 
@@ -231,22 +233,14 @@ def capture(mariadb_server: Any, kafka_broker: Any, connect_worker: Any) -> Iter
         mariadb_server.drop_database(database)
 
 
-def _convert_row(
-    row: Mapping[str, Any] | None,
-    converters: Mapping[str, Converter | None],
-    nulls: Mapping[str, Any] | None = None,
-) -> dict[str, Any] | None:
+def _convert_row(row: Mapping[str, Any] | None, converters: Mapping[str, Converter | None]) -> dict[str, Any] | None:
     if row is None:
         return None
     out = {}
     for name, value in row.items():
         convert = converters[name]
-        if convert is None:
-            continue
-        if value is None:
-            out[name] = None if nulls is None else nulls.get(name)
-        else:
-            out[name] = convert(value)
+        if convert is not None:
+            out[name] = None if value is None else convert(value)
     return out
 
 
@@ -259,10 +253,6 @@ def _differences(where: str, theirs: Mapping[str, Any] | None, ours: Mapping[str
         if a != b or type(a) is not type(b):
             problems.append(f"{where}.{name}: debezium {a!r} != ours {b!r}")
     return problems
-
-
-def _binlog_nulls(columns: list[MySqlColumn], modes: ValueModes, reasons: Mapping[str, str]) -> dict[str, Any]:
-    return {c.name: binlog_null_value(c, modes, reasons.get(c.name)) for c in columns}
 
 
 def _dump(capture: Capture) -> None:
@@ -340,8 +330,7 @@ def test_binlog_values_as_debezium(capture: Capture, variant: str) -> None:
         assert [e.op for e in stream] == [c.op for c in streamed], table
         for index, (event, change) in enumerate(zip(stream, streamed, strict=True)):
             for side in ("before", "after"):
-                reasons = change.none_sources.get(side, {})
-                ours = _convert_row(getattr(change, side), converters, _binlog_nulls(columns, modes, reasons))
+                ours = _convert_row(getattr(change, side), converters)
                 where = f"{table} stream[{index}] {event.op} {side}"
                 problems += _stream_differences(table, where, event.value[side], ours)
     assert not problems, "\n".join(problems)

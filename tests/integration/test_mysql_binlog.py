@@ -20,9 +20,13 @@ from airflow_cdc.engine.sources.mysql.binlog import (
     BinlogReader,
     Position,
     RowChange,
+    RowEvent,
     SchemaChange,
 )
+from airflow_cdc.engine.sources.mysql.ddl import Table
+from airflow_cdc.engine.sources.mysql.ddl import apply as apply_ddl
 from airflow_cdc.engine.sources.mysql.positions import MariaDbGtidSet
+from airflow_cdc.engine.sources.mysql.row_decoder import compile_table
 from airflow_cdc.engine.sources.mysql.server import (
     ServerSetupError,
     check_available,
@@ -36,11 +40,15 @@ pytestmark = pytest.mark.integration
 SERVER_ID = 4242
 
 
+#: The table every test reads; its rows are decoded with this definition and the DDL read after it.
+DEFINITION = "create table t (id int primary key, v varchar(20), n int)"
+
+
 @pytest.fixture
 def db(mariadb_server: Any, mariadb_database: str) -> Any:
     conn = mariadb_server.connect(database=mariadb_database)
     with conn.cursor() as cur:
-        cur.execute("create table t (id int primary key, v varchar(20), n int)")
+        cur.execute(DEFINITION)
     yield conn
     conn.close()
 
@@ -83,8 +91,26 @@ def commits(n: int) -> Callable[[list[Any]], bool]:
     return lambda items: sum(isinstance(i, Position) and i.kind == "commit" for i in items) >= n
 
 
+def changes_of(items: list[Any]) -> list[RowChange]:
+    """The row events' rows, decoded as the connector decodes them: with the definition of
+    ``t`` as the DDL read before each event left it."""
+    tables: dict[tuple[str, str], Table] = {}
+    out: list[RowChange] = []
+    for item in items:
+        if isinstance(item, RowEvent):
+            key = (item.database, item.table)
+            if key not in tables:
+                found = apply_ddl(DEFINITION, item.database, {})
+                tables.update(found.tables)  # type: ignore[union-attr]
+            out.extend(item.changes(compile_table(item.binlog_columns, tables[key])))
+        elif isinstance(item, SchemaChange):
+            changed = apply_ddl(item.ddl, item.database, tables)
+            tables.update(getattr(changed, "tables", {}))
+    return out
+
+
 def rows(items: list[Any]) -> list[tuple[str, Any, Any]]:
-    return [(i.op, i.before, i.after) for i in items if isinstance(i, RowChange)]
+    return [(c.op, c.before, c.after) for c in changes_of(items)]
 
 
 def test_every_operation_arrives_as_row_changes_with_advancing_gtid_offsets(mariadb_server, mariadb_database, db):
@@ -105,7 +131,7 @@ def test_every_operation_arrives_as_row_changes_with_advancing_gtid_offsets(mari
         ("d", (1, "a", 10), None),
         ("u", (2, "B", 20), (3, "B", 20)),
     ]
-    changes = [i for i in items if isinstance(i, RowChange)]
+    changes = changes_of(items)
     assert {(c.database, c.table, c.columns) for c in changes} == {(mariadb_database, "t", ("id", "v", "n"))}
     first, second = changes[0], changes[1]
     # Inside the two-row insert: event 1 (the table map) done, then one row, then both.
@@ -128,7 +154,7 @@ def test_a_resume_inside_a_transaction_delivers_exactly_the_rest(mariadb_server,
         items = read_until(reader, commits(2))
     finally:
         reader.close()
-    changes = [i for i in items if isinstance(i, RowChange)]
+    changes = changes_of(items)
     assert len(changes) == 7
     for cut in range(len(changes)):
         resumed = reader_at(mariadb_server, mariadb_database, StartPoint.from_offset(changes[cut].offset))
@@ -151,7 +177,7 @@ def test_mariadb_resumes_by_gtid_never_from_the_first_binlog(mariadb_server, mar
     for point in (start, StartPoint(None, start.file, start.pos)):  # by GTID, and by file/pos alone
         reader = reader_at(mariadb_server, mariadb_database, point)
         try:
-            items = read_until(reader, lambda items: any(isinstance(i, RowChange) for i in items))
+            items = read_until(reader, lambda items: any(isinstance(i, RowEvent) for i in items))
         finally:
             reader.close()
         assert rows(items)[0] == ("c", None, (2, "after", 0)), point
@@ -166,7 +192,7 @@ def test_ddl_arrives_in_order_as_a_schema_change_with_its_own_position(mariadb_s
     finally:
         reader.close()
     kinds = [type(i).__name__ for i in items if not isinstance(i, Position)]
-    assert kinds == ["RowChange", "SchemaChange", "RowChange"]
+    assert kinds == ["RowEvent", "SchemaChange", "RowEvent"]
     ddl = next(i for i in items if isinstance(i, SchemaChange))
     assert ddl.database == mariadb_database and "add column w" in ddl.ddl
     assert ddl.offset["gtids"] != start.gtids and "event" not in ddl.offset

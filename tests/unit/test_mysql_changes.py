@@ -5,10 +5,11 @@ from __future__ import annotations
 
 import pytest
 
-from airflow_cdc.engine.sources.mysql.binlog import MYSQL_LATIN1, _decode_latin1_as_the_server, _library
+from airflow_cdc.engine.sources.mysql.binlog_values import MYSQL_LATIN1, codec
 from airflow_cdc.engine.sources.mysql.changes import plan
 from airflow_cdc.engine.sources.mysql.connector import snapshot_marker
 from airflow_cdc.engine.sources.mysql.ddl import Table
+from airflow_cdc.engine.sources.mysql.temporal import ZERO_DATE
 from airflow_cdc.engine.sources.mysql.types import MySqlColumn, ValueModes
 
 
@@ -38,8 +39,7 @@ def test_a_streamed_zero_date_takes_the_default_in_the_configured_mode(settings:
     """A zero date in a NOT NULL column streams as its default converted in the configured
     time.precision.mode (it was converted with the default modes whatever the configuration)."""
     rows = plan(_zero_dates_table(), "p.db.t", ValueModes.from_config(settings), snapshot=False)
-    odd = {"dt6d": "out of date range", "dn": "out of date range"}
-    assert rows.row((1, None, None), odd) == {"id": 1, "dt6d": expected, "dn": None}
+    assert rows.row((1, ZERO_DATE, ZERO_DATE)) == {"id": 1, "dt6d": expected, "dn": None}
 
 
 def test_latin1_is_decoded_as_the_server_converts_it() -> None:
@@ -52,14 +52,13 @@ def test_latin1_is_decoded_as_the_server_converts_it() -> None:
         data.decode("cp1252")
 
 
-def test_the_library_decodes_latin1_columns_with_the_servers_table() -> None:
-    rows_event = _library().row_event.RowsEvent
-    _decode_latin1_as_the_server(rows_event)  # idempotent
-    # The table map names a latin1 column's charset by the library's own codec name, cp1252.
-    assert rows_event.charset_to_encoding("cp1252") == MYSQL_LATIN1
-    assert rows_event.charset_to_encoding("latin1") == MYSQL_LATIN1
-    assert rows_event.charset_to_encoding("utf8mb4") == "utf8"
-    assert rows_event.charset_to_encoding("cp1251") == "cp1251"
+def test_text_is_decoded_with_the_codec_of_its_character_set() -> None:
+    assert codec("latin1") == MYSQL_LATIN1
+    assert codec("utf8mb4") == codec("utf8mb3") == codec("utf8") == codec(None) == "utf-8"
+    assert codec("cp1251") == "cp1251"
+    assert codec("ucs2") == "utf-16-be"  # MySQL's UCS-2 and UTF-16 are big-endian
+    assert codec("binary") is None  # bytes
+    assert codec("swe7") is None  # no Python codec: its values stay bytes
 
 
 @pytest.mark.parametrize(

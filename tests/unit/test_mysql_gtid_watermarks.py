@@ -199,7 +199,7 @@ def test_no_window_no_change() -> None:
 
 
 def server(*, mariadb: bool, version: str, gtid_mode: bool) -> ServerInfo:
-    return ServerInfo(mariadb=mariadb, version=version, gtid_mode=gtid_mode, full_row_metadata=True)
+    return ServerInfo(mariadb=mariadb, version=version, gtid_mode=gtid_mode)
 
 
 def test_read_only_needs_gtids_and_says_how_to_turn_them_on() -> None:

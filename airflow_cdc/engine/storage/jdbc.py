@@ -33,6 +33,7 @@ from urllib.parse import parse_qsl, unquote, urlsplit
 
 import orjson
 
+from airflow_cdc.engine import mysql_client
 from airflow_cdc.engine.errors import OffsetError, RetriableError
 from airflow_cdc.engine.records import Offset, Partition
 from airflow_cdc.engine.storage.base import CachedOffsetStore, connect_key, encode_entries, parse_connect_key
@@ -160,7 +161,7 @@ class _MySQL(_Dialect):
         self.errors = (pymysql.err.MySQLError,)
 
     def connect(self) -> Any:
-        return self._pymysql.connect(
+        return mysql_client.connect(
             host=self.url.host,
             port=self.url.port,
             user=self.user or "root",

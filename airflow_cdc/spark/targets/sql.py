@@ -42,6 +42,7 @@ from operator import attrgetter, itemgetter
 from typing import Any
 from urllib.parse import unquote, urlsplit
 
+from airflow_cdc.engine import mysql_client
 from airflow_cdc.engine.errors import CdcError
 from airflow_cdc.spark.frames import POSITION_COLUMN
 from airflow_cdc.spark.values import ColumnType, Decoder, Modes, decoder_for, json_text, pass_through
@@ -759,9 +760,8 @@ class _MySQL(Dialect):
     position_definition = f"`{POSITION_COLUMN}` varchar(64) CHARACTER SET ascii COLLATE ascii_bin"
 
     def connect(self, url: str) -> Any:
-        import pymysql
 
-        return pymysql.connect(**_mysql_params(url), autocommit=False, init_command="SET time_zone = '+00:00'")
+        return mysql_client.connect(**_mysql_params(url), autocommit=False, init_command="SET time_zone = '+00:00'")
 
     def identifier(self, name: str) -> str:
         return "`" + name.replace("`", "``") + "`"
@@ -785,9 +785,8 @@ class _MySQL(Dialect):
     def add_position_column(self, conn: Any, url: str, name: TableName, statement: str) -> None:
         # MySQL's DDL commits the transaction it runs in: on a connection of its own, with a
         # bounded wait for the table's metadata lock.
-        import pymysql
 
-        with pymysql.connect(**_mysql_params(url), autocommit=True) as other, other.cursor() as cur:
+        with mysql_client.connect(**_mysql_params(url), autocommit=True) as other, other.cursor() as cur:
             cur.execute("SET SESSION lock_wait_timeout = 60")
             cur.execute(statement)
 

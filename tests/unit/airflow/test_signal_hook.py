@@ -150,7 +150,7 @@ def test_the_source_channel_writes_mysqls_signal_table_with_pymysql(
         "host": "db",
         "port": 3307,
         "user": "cdc",
-        "password": "pw",
+        "password": b"pw",  # UTF-8: PyMySQL would encode a str as latin-1 (mysql_client.py)
         "database": database,
         "connect_timeout": 10,
         "autocommit": True,

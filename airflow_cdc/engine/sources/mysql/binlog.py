@@ -19,35 +19,32 @@ Why it is more than a loop over the reader:
 - **Counting.** Every event is counted toward the offsets whatever its table
   (``tracking.py``): filtered tables' rows are simply never decoded (the library decodes rows
   lazily), instead of being filtered by the library, which would change the counts.
-- **Decoding.** The rows of tables whose columns are all of common types (integers, decimal,
-  float, char/varchar, date, datetime, timestamp) are decoded by ``row_decoder.py``: the
-  library's values, three to four times faster; the library decodes every other row.
-- **latin1.** The library decodes a latin1 column as Python's cp1252, strictly: the five bytes
-  cp1252 leaves undefined (0x81, 0x8D, 0x8F, 0x90, 0x9D), which the server stores and converts
-  to U+0081, U+008D, ..., raised UnicodeDecodeError and stopped the stream. latin1 columns are
-  decoded with the server's own latin1 table instead (``MYSQL_LATIN1``).
+- **Decoding.** Rows are decoded by ``row_decoder.py`` with the schema history's definitions,
+  never by the library (which needs ``binlog_row_metadata=FULL`` to read them right), and only
+  when the connector converts the event: the history has then taken in every DDL before it, even
+  one read in the same batch.
 """
 
 from __future__ import annotations
 
-import codecs
-import functools
 import logging
 import time
-from collections.abc import Callable
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 from typing import Any, TypeAlias
 
 import pymysql
 
+from airflow_cdc.engine import mysql_client
 from airflow_cdc.engine.errors import CdcError, MissingDependencyError, RetriableError
 from airflow_cdc.engine.sources.mysql.positions import (
     MariaDbGtidSet,
     MySqlGtidSet,
     parse_gtid_set,
 )
+from airflow_cdc.engine.sources.mysql.row_decoder import RowDecodeError, RowDecoder
 from airflow_cdc.engine.sources.mysql.server import ServerInfo
-from airflow_cdc.engine.sources.mysql.tracking import PositionTracker, StartPoint
+from airflow_cdc.engine.sources.mysql.tracking import EventPoint, PositionTracker, StartPoint
 
 log = logging.getLogger(__name__)
 
@@ -86,15 +83,66 @@ class RowChange:
     op: str  # "c", "u" or "d"
     before: tuple[Any, ...] | None
     after: tuple[Any, ...] | None
-    #: Column names as the binlog's row metadata gives them (``UNKNOWN_COL<n>`` without it).
+    #: Column names, from the schema history's definition.
     columns: tuple[str, ...]
     row: int
     offset: dict[str, Any]
     source: EventSource
-    #: Why a value is None where it is not a NULL (mysql-replication's ``none_sources``, by
-    #: column name: "empty set", "out of date..."); None when every None is a NULL.
-    odd_nulls_before: dict[str, str] | None = None
-    odd_nulls_after: dict[str, str] | None = None
+
+
+#: mysql-replication's ``BINLOG.PARTIAL_UPDATE_ROWS_EVENT`` (MySQL 8's partial JSON updates).
+_PARTIAL_UPDATE_ROWS_EVENT = 0x27
+
+
+@dataclass(frozen=True, slots=True)
+class RowEvent:
+    """A row event of a captured table, its rows not decoded yet: the connector decodes them
+    (:meth:`changes`) with the definition the schema history holds once it has taken in every
+    item before this one."""
+
+    database: str
+    table: str
+    op: str  # "c", "u" or "d"
+    #: The table map's columns (mysql-replication's ``Column``: binlog type and its metadata).
+    binlog_columns: Sequence[Any]
+    #: The columns-present bitmap(s): one, two for an update.
+    bitmaps: tuple[bytes, ...]
+    #: The rows' bytes (after the bitmaps); None with ``unreadable`` saying why.
+    data: bytes | None
+    skip: int  # rows a restart had delivered already
+    point: EventPoint
+    source: EventSource
+    unreadable: str = ""
+
+    def changes(self, decoder: RowDecoder) -> list[RowChange]:
+        """The event's rows (those not delivered before a restart); RowDecodeError when they
+        cannot be read."""
+        if self.data is None:
+            raise RowDecodeError(None, self.unreadable)
+        for bitmap in self.bitmaps:
+            if bitmap != decoder.full_bitmap:
+                raise RowDecodeError(
+                    None,
+                    f"the row image lacks {', '.join(decoder.missing(bitmap))}: the session that wrote it had "
+                    "binlog_row_image other than FULL (set it FULL on the server and for every session)",
+                )
+        rows = decoder.decode(self.data, 2 if self.op == "u" else 1)
+        total, point, names = len(rows), self.point, decoder.names
+        out = []
+        for index in range(self.skip, total):
+            images = rows[index]
+            before, after = (
+                (images[0], images[1])
+                if self.op == "u"
+                else ((None, images[0]) if self.op == "c" else (images[0], None))
+            )
+            out.append(
+                RowChange(
+                    self.database, self.table, self.op, before, after, names, index,
+                    point.row_offset(index, total), self.source,
+                )
+            )  # fmt: skip
+        return out
 
 
 @dataclass(frozen=True, slots=True)
@@ -115,7 +163,7 @@ class Position:
     kind: str  # "commit" or "heartbeat"
 
 
-BinlogItem: TypeAlias = RowChange | SchemaChange | Position
+BinlogItem: TypeAlias = RowEvent | SchemaChange | Position
 TableFilter: TypeAlias = Callable[[str, str], bool]
 
 
@@ -123,66 +171,19 @@ class _StreamLost(Exception):
     """The library tried to reconnect its stream on its own (see the module's docstring)."""
 
 
-#: The codec of MySQL's and MariaDB's latin1: cp1252, with its five undefined bytes mapped to the
-#: C1 controls of the same number, as the server converts them (``SELECT CONVERT(x'81' USING
-#: utf8mb4)`` is U+0081), so that the stream reads what a SELECT reads.
-MYSQL_LATIN1 = "airflow_cdc_mysql_latin1"
-
-
-def _latin1_table() -> str:
-    chars = []
-    for byte in range(256):
-        try:
-            chars.append(bytes([byte]).decode("cp1252"))
-        except UnicodeDecodeError:
-            chars.append(chr(byte))
-    return "".join(chars)
-
-
-_LATIN1_DECODING = _latin1_table()
-_LATIN1_ENCODING = codecs.charmap_build(_LATIN1_DECODING)
-
-
-def _find_latin1(name: str) -> codecs.CodecInfo | None:
-    if name != MYSQL_LATIN1:
-        return None
-    return codecs.CodecInfo(
-        name=MYSQL_LATIN1,
-        encode=lambda text, errors="strict": codecs.charmap_encode(text, errors, _LATIN1_ENCODING),
-        decode=lambda data, errors="strict": codecs.charmap_decode(data, errors, _LATIN1_DECODING),
-    )
-
-
-codecs.register(_find_latin1)
-
-
 def _library() -> Any:
     try:
         import pymysqlreplication
     except ImportError as exc:
         raise MissingDependencyError("pymysqlreplication", "mysql") from exc
-    _decode_latin1_as_the_server(pymysqlreplication.row_event.RowsEvent)
+    logging.getLogger("pymysqlreplication").addFilter(_no_metadata_advice)
     return pymysqlreplication
 
 
-def _decode_latin1_as_the_server(rows_event: Any) -> None:
-    """Make the library decode latin1 columns with ``MYSQL_LATIN1`` (see the module's
-    docstring): its ``RowsEvent.charset_to_encoding`` names the codec of a column's charset;
-    its other charsets keep its own mapping. Idempotent."""
-    original = rows_event.charset_to_encoding
-    if getattr(original, "_airflow_cdc", False):
-        return
-
-    # Cached: the library asks once per text value (a charset lookup each time was about 5% of
-    # the stream's decoding); the answer for a name never changes.
-    @functools.lru_cache(maxsize=256)
-    def charset_to_encoding(name: str) -> str:
-        # The table map names a latin1 column's charset by the library's codec for it, cp1252
-        # (no other MySQL charset is cp1252); "latin1" in case a version passes the charset.
-        return MYSQL_LATIN1 if str(name).lower() in ("latin1", "cp1252") else original(name)
-
-    charset_to_encoding._airflow_cdc = True  # type: ignore[attr-defined]
-    rows_event.charset_to_encoding = staticmethod(charset_to_encoding)
+def _no_metadata_advice(record: logging.LogRecord) -> bool:
+    """Drops the library's advice to set ``binlog_row_metadata=FULL`` at every connect: rows are
+    decoded here with the schema history's definitions, which need no optional metadata."""
+    return "BINLOG_ROW_METADATA" not in str(record.msg)
 
 
 class BinlogReader:
@@ -218,9 +219,11 @@ class BinlogReader:
             lib.row_event.UpdateRowsEvent: self._row_event,
             lib.row_event.DeleteRowsEvent: self._row_event,
         }
-        from airflow_cdc.engine.sources.mysql.row_decoder import EventRows  # imports the library
-
-        self._fast = EventRows(lib.row_event)
+        self._ops = {
+            lib.row_event.WriteRowsEvent: "c",
+            lib.row_event.UpdateRowsEvent: "u",
+            lib.row_event.DeleteRowsEvent: "d",
+        }
         #: Counted like any event of a transaction, nothing more.
         self._counted = (lib.row_event.TableMapEvent, lib.event.RowsQueryLogEvent, lib.event.XAPrepareEvent)
 
@@ -249,7 +252,7 @@ class BinlogReader:
                 stream_connections += 1
                 if stream_connections > 1:
                     raise _StreamLost
-            return pymysql.connect(**settings)
+            return mysql_client.connect(**settings)
 
         events = self._event
         return lib.BinLogStreamReader(
@@ -279,7 +282,7 @@ class BinlogReader:
         )
 
     def _mariadb_gtids_at(self, file: str, pos: int) -> MariaDbGtidSet:
-        with pymysql.connect(**self._connection) as conn, conn.cursor() as cur:
+        with mysql_client.connect(**self._connection) as conn, conn.cursor() as cur:
             cur.execute("SELECT BINLOG_GTID_POS(%s, %s)", (file, pos))
             found = cur.fetchone()
         if found is None or found[0] is None:
@@ -398,65 +401,22 @@ class BinlogReader:
         t = self.tracker
         skip = t.rows_to_skip()
         if skip >= 0 and self._tables(event.schema, event.table):
+            op = self._ops[type(event)]
+            bitmaps: tuple[bytes, ...] = (event.columns_present_bitmap,)
+            if op == "u":
+                bitmaps += (event.columns_present_bitmap2,)
+            data, unreadable = _rest_of_event(event), ""
+            if event.event_type == _PARTIAL_UPDATE_ROWS_EVENT:
+                data, unreadable = None, "a partial JSON update: set binlog_row_value_options='' on the server"
+            elif data is None:
+                unreadable = "the library left the event's rows unreadable (its bytes were read already)"
             source = self._source(event, t.gtid)
-            decoded = self._fast.rows(event)  # decoded only here: other tables' rows never are
-            if decoded is not None:
-                self._fast_changes(event, decoded, skip, source, out)
-            else:
-                rows = event.rows  # the library decodes what row_decoder.py leaves to it
-                for index in range(skip, len(rows)):
-                    out.append(self._change(event, rows[index], index, len(rows), source))
+            out.append(
+                RowEvent(
+                    event.schema, event.table, op, event.columns, bitmaps, data, skip, t.point(), source, unreadable
+                )
+            )
         t.event_done()
-
-    def _fast_changes(
-        self,
-        event: Any,
-        decoded: tuple[tuple[str, ...], list[tuple[tuple[Any, ...], ...]]],
-        skip: int,
-        source: EventSource,
-        out: list[BinlogItem],
-    ) -> None:
-        """RowChanges from row_decoder.py's rows: the library's values, every None a NULL."""
-        names, rows = decoded
-        kind, total, row_offset = type(event), len(rows), self.tracker.row_offset
-        schema, table = event.schema, event.table
-        for index in range(skip, total):
-            images = rows[index]
-            if kind is self._rows.UpdateRowsEvent:
-                op, before, after = "u", images[0], images[1]
-            elif kind is self._rows.WriteRowsEvent:
-                op, before, after = "c", None, images[0]
-            else:
-                op, before, after = "d", images[0], None
-            out.append(RowChange(schema, table, op, before, after, names, index, row_offset(index, total), source))
-
-    def _change(self, event: Any, row: dict[str, Any], index: int, total: int, source: EventSource) -> RowChange:
-        odd_before = odd_after = None
-        if type(event) is self._rows.UpdateRowsEvent:
-            before, after = row["before_values"], row["after_values"]
-            op, names = "u", tuple(after)
-            values_before, values_after = tuple(before.values()), tuple(after.values())
-            odd_before, odd_after = _odd(row.get("before_none_sources")), _odd(row.get("after_none_sources"))
-        elif type(event) is self._rows.WriteRowsEvent:
-            op, names, values_before, values_after = "c", tuple(row["values"]), None, tuple(row["values"].values())
-            odd_after = _odd(row.get("none_sources"))
-        else:
-            op, names, values_before, values_after = "d", tuple(row["values"]), tuple(row["values"].values()), None
-            odd_before = _odd(row.get("none_sources"))
-        offset = self.tracker.row_offset(index, total)
-        return RowChange(
-            event.schema,
-            event.table,
-            op,
-            values_before,
-            values_after,
-            names,
-            index,
-            offset,
-            source,
-            odd_before,
-            odd_after,
-        )
 
     def _source(self, event: Any, gtid: str | None) -> EventSource:
         return EventSource(
@@ -472,13 +432,21 @@ class BinlogReader:
                 log.debug("closing the binlog reader: %s", exc)
 
 
-def _odd(none_sources: dict[str, str] | None) -> dict[str, str] | None:
-    if not none_sources:
-        return None
-    odd = {name: why for name, why in none_sources.items() if why != "null"}
-    return odd or None
-
-
 def _start(event: Any) -> int:
     """Where an event starts: its end (``log_pos``) minus its size, header included."""
     return int(event.packet.log_pos) - int(event.packet.event_size)
+
+
+def _rest_of_event(event: Any) -> bytes | None:
+    """The event's bytes after its column bitmaps: ``event_size - packet.read_bytes`` of them
+    (the bound of the library's own row loop), read without consuming them."""
+    wrapper = event.packet  # the library's BinLogPacketWrapper over PyMySQL's packet
+    if getattr(wrapper, "_BinLogPacketWrapper__data_buffer", b"?"):  # bytes pushed back: not plain
+        return None
+    packet = wrapper.packet
+    data, start = getattr(packet, "_data", None), getattr(packet, "_position", None)
+    if not isinstance(data, bytes) or not isinstance(start, int):
+        return None
+    size = event.event_size - wrapper.read_bytes
+    rest = data[start : start + size]
+    return rest if len(rest) == size else None

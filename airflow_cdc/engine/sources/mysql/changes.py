@@ -16,18 +16,24 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from airflow_cdc.engine.envelope import source_info
+from airflow_cdc.engine.errors import CdcError
+from airflow_cdc.engine.failures import FailureHandling
 from airflow_cdc.engine.records import Partition, SourceRecord
 from airflow_cdc.engine.sources.mysql.binlog import EventSource, RowChange
 from airflow_cdc.engine.sources.mysql.ddl import Table
-from airflow_cdc.engine.sources.mysql.types import (
-    Converter,
-    ValueModes,
-    binlog_converter,
-    binlog_null_value,
-    snapshot_converter,
-)
+from airflow_cdc.engine.sources.mysql.types import Converter, ValueModes, binlog_converter, snapshot_converter
 
 log = logging.getLogger(__name__)
+
+
+class ValueConversionError(CdcError):
+    """A column's value has no Debezium value (the converter refused it); names the column."""
+
+    def __init__(self, column: str, value: Any, reason: BaseException) -> None:
+        self.column = column
+        shown = repr(value)
+        shown = shown if len(shown) <= 80 else shown[:77] + "..."
+        super().__init__(f"column {column}: cannot convert {shown} ({type(reason).__name__}: {reason})")
 
 
 @dataclass(frozen=True)
@@ -41,27 +47,20 @@ class RowPlan:
     #: The configured modes: a zero date's stand-in (a column default, converted) depends on them.
     modes: ValueModes = field(default_factory=ValueModes)
 
-    def row(self, values: Sequence[Any], odd_nulls: dict[str, str] | None = None) -> dict[str, Any]:
+    def row(self, values: Sequence[Any]) -> dict[str, Any]:
+        """Debezium's values of one row image; ValueConversionError naming the first column
+        whose value has none (the caller's failure handling decides what happens to the event)."""
         try:
-            row = {n: None if (v := values[i]) is None else c(v) for i, n, c in self.columns}
+            return {n: None if (v := values[i]) is None else c(v) for i, n, c in self.columns}
         except (ValueError, TypeError, ArithmeticError):
-            row = self._careful(values)
-        if odd_nulls:
-            for index, name, _ in self.columns:
-                if name in odd_nulls and values[index] is None:
-                    row[name] = binlog_null_value(self.table.columns[index], self.modes, odd_nulls[name])
-        return row
-
-    def _careful(self, values: Sequence[Any]) -> dict[str, Any]:
-        out: dict[str, Any] = {}
-        for index, name, convert in self.columns:
-            value = values[index]
-            try:
-                out[name] = None if value is None else convert(value)
-            except (ValueError, TypeError, ArithmeticError) as exc:
-                log.warning("%s.%s: cannot convert %r (%s); emitting its text", self.topic, name, value, exc)
-                out[name] = str(value)
-        return out
+            for index, name, convert in self.columns:
+                value = values[index]
+                try:
+                    if value is not None:
+                        convert(value)
+                except (ValueError, TypeError, ArithmeticError) as exc:
+                    raise ValueConversionError(name, value, exc) from exc
+            raise
 
     def key_of(self, row: dict[str, Any] | None) -> dict[str, Any] | None:
         if not self.key or row is None:
@@ -89,9 +88,12 @@ class ChangeBuilder:
         tombstones: bool,
         skipped: frozenset[str],
         extra_offset: Callable[[], dict[str, Any]],
+        failures: FailureHandling | None = None,
     ) -> None:
         self.connector, self.server, self.partition = connector, server, partition
         self._tombstones, self._skipped, self._extra = tombstones, skipped, extra_offset
+        #: What happens to a row with a value that has no Debezium value.
+        self.failures = failures or FailureHandling()
 
     def source(self, db: str, table: str, where: EventSource | None, *, snapshot: str, row: int = 0) -> dict[str, Any]:
         ts_ns = (where.ts_sec if where else time.time_ns() // 1_000_000_000) * 1_000_000_000
@@ -114,8 +116,16 @@ class ChangeBuilder:
     def changes(self, rows: RowPlan, change: RowChange) -> list[SourceRecord]:
         if change.op in self._skipped:
             return []
-        before = rows.row(change.before, change.odd_nulls_before) if change.before is not None else None
-        after = rows.row(change.after, change.odd_nulls_after) if change.after is not None else None
+        try:
+            before = rows.row(change.before) if change.before is not None else None
+            after = rows.row(change.after) if change.after is not None else None
+        except ValueConversionError as exc:
+            where = change.source
+            gtid = f", GTID {where.gtid}" if where.gtid else ""
+            self.failures.handle(
+                f"{change.database}.{change.table}: {exc} (binlog {where.file} at {where.pos}{gtid}, row {change.row})"
+            )
+            return []
         source = self.source(change.database, change.table, change.source, snapshot="false", row=change.row)
         offset = {**change.offset, **self._extra()}
         ts_ms = change.source.ts_sec * 1000
@@ -162,10 +172,15 @@ class ChangeBuilder:
         offset: dict[str, Any],
         marker: str,
         at: dict[str, Any] | None = None,
-    ) -> SourceRecord:
+    ) -> SourceRecord | None:
         """``at``: the binlog point the rows were read at, when it is not the offset's (a
-        blocking snapshot's rows are newer than the stream's position, their offset)."""
-        after = rows.row(values)
+        blocking snapshot's rows are newer than the stream's position, their offset). None: a
+        value had no Debezium value and the failure handling left the row out."""
+        try:
+            after = rows.row(values)
+        except ValueConversionError as exc:
+            self.failures.handle(f"{rows.table.database}.{rows.table.name}: {exc} (a snapshot row, {marker})")
+            return None
         source = self.source(rows.table.database, rows.table.name, None, snapshot=marker)
         # Debezium's snapshot records name the binlog point the snapshot stands at.
         point = offset if at is None else at

@@ -4,6 +4,7 @@
 from __future__ import annotations
 
 from airflow_cdc.engine.config import ConfigDef, Field
+from airflow_cdc.engine.failures import FAILURE_MODE_ALIASES, FAILURE_MODES
 from airflow_cdc.engine.signals.channels import SIGNAL_FIELDS
 from airflow_cdc.engine.snapshots.coordinator import INCREMENTAL_SNAPSHOT_FIELDS
 
@@ -48,6 +49,14 @@ MYSQL_CONFIG = ConfigDef(
             doc="Move the committed position this often on an idle or filtered stream (0: off).",
         ),
         Field("tombstones.on.delete", type="bool", default=True),
+        Field(
+            "event.processing.failure.handling.mode",
+            default="fail",
+            choices=FAILURE_MODES,
+            aliases=FAILURE_MODE_ALIASES,
+            doc="A row the engine cannot decode or convert: fail (stop, naming the table, column and position), "
+            "warn (log it and leave the event out) or skip (leave it out).",
+        ),
         Field(
             "include.schema.changes",
             type="bool",

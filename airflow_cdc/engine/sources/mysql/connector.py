@@ -15,17 +15,19 @@ from typing import Any, ClassVar
 
 import pymysql
 
+from airflow_cdc.engine import mysql_client
 from airflow_cdc.engine.config import Config
 from airflow_cdc.engine.connector import SourceConnector, SourceTask, TaskContext
 from airflow_cdc.engine.errors import CdcError, RetriableError
+from airflow_cdc.engine.failures import FailureHandling
 from airflow_cdc.engine.notifications import InitialSnapshotNotifications
 from airflow_cdc.engine.positions import Phase, SourcePosition
 from airflow_cdc.engine.records import PositionMarker, SourceRecord
 from airflow_cdc.engine.signals.signal import SignalError
 from airflow_cdc.engine.snapshots.coordinator import SnapshotCoordinator
 from airflow_cdc.engine.snapshots.handover import HandOver
-from airflow_cdc.engine.sources.mysql.binlog import BinlogPurgedError, BinlogReader, Position, RowChange, SchemaChange
-from airflow_cdc.engine.sources.mysql.changes import ChangeBuilder, RowPlan, plan
+from airflow_cdc.engine.sources.mysql.binlog import BinlogPurgedError, BinlogReader
+from airflow_cdc.engine.sources.mysql.changes import ChangeBuilder, plan
 from airflow_cdc.engine.sources.mysql.config import MYSQL_CONFIG
 from airflow_cdc.engine.sources.mysql.ddl import Table
 from airflow_cdc.engine.sources.mysql.gtid_windows import GtidWindows
@@ -35,6 +37,7 @@ from airflow_cdc.engine.sources.mysql.schema import SchemaHistory, read_tables
 from airflow_cdc.engine.sources.mysql.schema_events import SchemaChangeEvents
 from airflow_cdc.engine.sources.mysql.server import check_available, check_server, current_position
 from airflow_cdc.engine.sources.mysql.snapshot import ConsistentSnapshot
+from airflow_cdc.engine.sources.mysql.stream_records import BinlogRecords
 from airflow_cdc.engine.sources.mysql.tracking import StartPoint
 from airflow_cdc.engine.sources.mysql.types import ValueModes
 
@@ -150,11 +153,18 @@ class MySqlTask(SourceTask):
             tombstones=s["tombstones.on.delete"],
             skipped=frozenset(op for op in s["skipped.operations"] if op != "none"),
             extra_offset=self._schema_offset,
+            failures=FailureHandling(s["event.processing.failure.handling.mode"]),
         )
-        self._plans: dict[tuple[str, str], RowPlan] = {}
-        self._unconverted: list[Any] = []  # binlog items read but not yet converted (a failed poll)
-        self._ddl_applied: Any = None  # the last DDL item the schema history took in
-        self._last_marker = time.monotonic()
+        self.records = BinlogRecords(
+            conn=self.conn,
+            history=self.history,
+            builder=self.builder,
+            partition=self.partition,
+            modes=self.modes,
+            topic=self._topic,
+            schema_events=self._schema_change_events,
+            heartbeat_s=s["heartbeat.interval.ms"] / 1000,
+        )
         self.signalling = self._coordinator(context)
         self._handover = HandOver()  # polled but not yet handed over (a released chunk)
         self._begin(context.offset(self.partition))
@@ -289,14 +299,14 @@ class MySqlTask(SourceTask):
             for values in self.snapshot.rows(*key, self.settings["snapshot.fetch.size"]):
                 if held is not None:
                     marker = snapshot_marker(first_table, last_table, first_row=count == 1, last_row=False)
-                    batch.append(self.builder.snapshot_record(rows, held, offset, marker, at))
+                    self._append(batch, self.builder.snapshot_record(rows, held, offset, marker, at))
                     if len(batch) >= SNAPSHOT_BATCH:
                         yield batch
                         batch = []
                 held, count = values, count + 1
             if held is not None:
                 marker = snapshot_marker(first_table, last_table, first_row=count == 1, last_row=True)
-                batch.append(self.builder.snapshot_record(rows, held, offset, marker, at))
+                self._append(batch, self.builder.snapshot_record(rows, held, offset, marker, at))
             self._snapshot_rows += count
             if initial:
                 self.initial_snapshot.table_completed(f"{key[0]}.{key[1]}", count)
@@ -304,6 +314,11 @@ class MySqlTask(SourceTask):
         end = self._offset(self._stream_start) if initial else offset
         batch.append(PositionMarker.at(self.partition, end))
         yield batch
+
+    @staticmethod
+    def _append(batch: list[SourceRecord], record: SourceRecord | None) -> None:
+        if record is not None:  # None: left out by event.processing.failure.handling.mode
+            batch.append(record)
 
     def _stream_from(self, start: StartPoint) -> None:
         log.info("%s: streaming the binlog from %s", self.prefix, start)
@@ -346,7 +361,9 @@ class MySqlTask(SourceTask):
         if self._handover.pending:
             self.signalling.kick()  # the next window is read while these rows are delivered
             return self._handover.next()
-        records = self._read_stream()
+        assert self.reader is not None
+        limit = min(self.settings["max.batch.size"], POLL_BATCH)
+        records = self.records.read(self.reader, limit, self.settings["poll.interval.ms"] / 1000)
         signalling = self.signalling
         segments = signalling.watch(records)
         tail = signalling.after_poll()
@@ -392,70 +409,6 @@ class MySqlTask(SourceTask):
         self.signalling.blocking_done(self._blocking, self._snapshot_rows)
         log.info("%s: blocking snapshot done, %d rows", self.prefix, self._snapshot_rows)
         self.snapshot, self._batches, self._blocking = None, None, None  # streaming goes on
-
-    def _read_stream(self) -> list[SourceRecord]:
-        """The records of the next items of the binlog. The reader's position is past every
-        item it returned, so an item that fails to convert (a DDL whose table is read from a
-        server that just went away, say) is kept with those after it for the next poll: a
-        retried poll converts them again instead of reading past them. Records converted
-        before it are handed over now."""
-        assert self.reader is not None
-        items, self._unconverted = self._unconverted, []
-        if not items:
-            limit = min(self.settings["max.batch.size"], POLL_BATCH)
-            items = self.reader.read(limit, self.settings["poll.interval.ms"] / 1000)
-        records: list[SourceRecord] = []
-        for index, item in enumerate(items):
-            try:
-                self._convert(item, records)
-            except Exception as exc:
-                self._unconverted = items[index:]
-                if not records:
-                    raise
-                log.warning(
-                    "%s: %s; the %d binlog items from there are converted again next",
-                    self.prefix,
-                    exc,
-                    len(items) - index,
-                )
-                break
-        return records
-
-    def _convert(self, item: Any, records: list[SourceRecord]) -> None:
-        if type(item) is RowChange:
-            rows = self._plan(item)
-            if rows is not None:
-                records.extend(self.builder.changes(rows, item))
-        elif type(item) is Position:
-            now = time.monotonic()
-            heartbeat = self.settings["heartbeat.interval.ms"] / 1000
-            if item.kind == "commit" or (heartbeat and now - self._last_marker >= heartbeat):
-                self._last_marker = now
-                records.append(PositionMarker.at(self.partition, {**item.offset, **self._schema_offset()}))
-        elif type(item) is SchemaChange:
-            if self._ddl_applied is not item:  # converted again after a failure: applied once
-                # A DDL the history does not follow is read from the server, on a connection
-                # that may predate a server restart the stream has recovered from.
-                _reopen_if_lost(self.conn)
-                if self.history.apply(self.conn, item.ddl, item.database, item.offset):
-                    self._plans.clear()
-                self._ddl_applied = item
-            offset = {**item.offset, **self._schema_offset()}
-            schema_events = self._schema_change_events()
-            if schema_events is not None:
-                records.extend(schema_events.streamed(self.conn, item, offset))
-            records.append(PositionMarker.at(self.partition, offset))
-
-    def _plan(self, change: RowChange) -> RowPlan | None:
-        key = (change.database, change.table)
-        rows = self._plans.get(key)
-        if rows is None:
-            width = len(change.after if change.after is not None else change.before or ())
-            table = self.history.table(change.database, change.table, width)
-            if table is None:
-                return None
-            rows = self._plans[key] = plan(table, self._topic(*key), self.modes, snapshot=False)
-        return rows
 
     def commit(self, offsets: Any) -> None:
         for offset in offsets.values():
@@ -538,17 +491,9 @@ def _split_table(name: str) -> tuple[str, str]:
     return database, table
 
 
-def _reopen_if_lost(conn: Any) -> None:
-    """The same connection object open again if the server dropped it (others hold it)."""
-    try:
-        conn.ping(False)
-    except pymysql.Error:
-        conn.connect()
-
-
 def _connect(connection: dict[str, Any]) -> Any:
     try:
-        return pymysql.connect(**connection, autocommit=True, connect_timeout=10)
+        return mysql_client.connect(**connection, autocommit=True, connect_timeout=10)
     except pymysql.OperationalError as exc:
         code = exc.args[0] if exc.args else 0
         if code in (1044, 1045, 1049):  # access denied, unknown database: retrying cannot help

@@ -161,6 +161,8 @@ def _declared_type(name: str, definition: str) -> tuple[str, str | None, str]:
     base = re.sub(r"\s+", " ", match.group("base").lower())
     base = _SPELLED_OUT.get(base, base)
     args = "1" if base in ("bool", "boolean") else match.group("args")
+    if base == "float" and args and args.strip().isdigit() and int(args) > 24:
+        return "double", None, text[match.end() :].lower()  # float(p) with p > 24 is a double
     return _ALIASES.get(base, base), args, text[match.end() :].lower()
 
 

@@ -436,7 +436,8 @@ class _ChunkRows:
         offset = dict(offset)
         make, plan_, width = self._builder.snapshot_record, self._plan, self._width
         for start in range(0, len(rows), self._batch):
-            yield [make(plan_, row[:width], offset, "incremental") for row in rows[start : start + self._batch]]
+            made = (make(plan_, row[:width], offset, "incremental") for row in rows[start : start + self._batch])
+            yield [record for record in made if record is not None]  # None: left out (failure handling)
 
 
 def _split(table: str) -> TableKey:

@@ -31,8 +31,6 @@ class ServerInfo:
     version: str
     #: MySQL's gtid_mode=ON (MariaDB always has GTIDs).
     gtid_mode: bool
-    #: binlog_row_metadata=FULL: row events carry column names.
-    full_row_metadata: bool
 
 
 def _variables(cur: Any, names: list[str]) -> dict[str, str]:
@@ -45,7 +43,9 @@ def check_server(conn: Any) -> ServerInfo:
     with conn.cursor() as cur:
         cur.execute("SELECT VERSION()")
         version = str(cur.fetchone()[0])
-        found = _variables(cur, ["log_bin", "binlog_format", "binlog_row_image", "gtid_mode", "binlog_row_metadata"])
+        found = _variables(
+            cur, ["log_bin", "binlog_format", "binlog_row_image", "gtid_mode", "binlog_row_value_options"]
+        )
         cur.execute("SHOW GRANTS FOR CURRENT_USER()")
         grants = [str(row[0]) for row in cur.fetchall()]
     mariadb = "mariadb" in version.lower()
@@ -62,6 +62,11 @@ def check_server(conn: Any) -> ServerInfo:
             f"binlog_row_image is {found.get('binlog_row_image')!r}, not FULL: updates and deletes would lack "
             "columns; set binlog_row_image=FULL"
         )
+    if "PARTIAL_JSON" in found.get("binlog_row_value_options", "").upper():
+        problems.append(
+            "binlog_row_value_options is PARTIAL_JSON: an update of a JSON column would log only the change, "
+            "which the engine (like Debezium) cannot apply; set binlog_row_value_options=''"
+        )
     missing = missing_privileges(grants, mariadb=mariadb)
     if missing:
         problems.append(
@@ -74,7 +79,6 @@ def check_server(conn: Any) -> ServerInfo:
         mariadb=mariadb,
         version=version,
         gtid_mode=found.get("gtid_mode", "OFF").upper() == "ON",
-        full_row_metadata=found.get("binlog_row_metadata", "").upper() == "FULL",
     )
 
 

@@ -19,6 +19,7 @@ from typing import Any
 import pymysql
 import pymysql.cursors
 
+from airflow_cdc.engine import mysql_client
 from airflow_cdc.engine.sources.mysql.positions import MariaDbGtidSet
 from airflow_cdc.engine.sources.mysql.server import ServerInfo, current_position
 from airflow_cdc.engine.sources.mysql.tracking import StartPoint
@@ -28,7 +29,7 @@ class ConsistentSnapshot:
     """One connection holding a consistent-snapshot transaction; ``position`` is its point."""
 
     def __init__(self, connection: dict[str, Any], server: ServerInfo) -> None:
-        self.conn = pymysql.connect(
+        self.conn = mysql_client.connect(
             **{**connection, "charset": "utf8mb4"}, autocommit=True, init_command="SET time_zone='+00:00'"
         )
         with self.conn.cursor() as cur:

@@ -45,21 +45,6 @@ def time_micros(value: dt.timedelta) -> int:
     return value // _US
 
 
-def binlog_time_micros(value: dt.timedelta) -> int:
-    """A ``time`` column's value from mysql-replication 1.0.x, which misreads negative values
-    with a fraction: it negates the packed integer part alone and then adds the (negative)
-    fraction, so -00:00:00.001 arrives as -0.999 s and -12:34:56.789 as -12:34:56.211. The
-    stored value is ``(q + 1) s - r`` for what arrives as ``q s + r`` (0 < r < 1 s); whole
-    seconds and positive values arrive right. (The oracle test pins this down: if a later
-    mysql-replication reads them right, it fails.)"""
-    micros = value // _US
-    if micros < 0:
-        seconds, fraction = divmod(micros, US_PER_SECOND)
-        if fraction:
-            return (seconds + 1) * US_PER_SECOND - fraction
-    return micros
-
-
 def connect_time_millis(micros: int) -> int | None:
     """Connect's Time: milliseconds of a time of day; Debezium emits null for a time it cannot
     convert (negative, or past 24:00:00)."""
@@ -108,3 +93,16 @@ def json_text(value: dt.date | dt.timedelta) -> str:
     else:
         return f"{value.year:04d}-{value.month:02d}-{value.day:02d}"
     return text + (f".{fraction:06d}".rstrip("0") if fraction else "")
+
+
+class _ZeroDate:
+    """A zero date ('0000-00-00', or one with a zero month or day) read from the binlog: no
+    Python date holds it; the converter gives what Debezium gives (``types._zero_date``)."""
+
+    __slots__ = ()
+
+    def __repr__(self) -> str:
+        return "ZERO_DATE"
+
+
+ZERO_DATE = _ZeroDate()

@@ -54,6 +54,35 @@ class StartPoint:
         )
 
 
+@dataclass(frozen=True, slots=True)
+class EventPoint:
+    """Where one event stands in its transaction: its rows' offsets, computed when they are
+    decoded (after the reader has moved on)."""
+
+    file: str
+    pos: int
+    gtids: str | None
+    events: int
+    ts_sec: int | None
+    server_id: int
+
+    def offset(self, row: int = 0) -> dict[str, Any]:
+        return offset_of(
+            file=self.file,
+            pos=self.pos,
+            gtids=self.gtids,
+            event=self.events,
+            row=row,
+            ts_sec=self.ts_sec,
+            server_id=self.server_id,
+        )
+
+    def row_offset(self, index: int, total: int) -> dict[str, Any]:
+        """The offset after row ``index`` of ``total`` in the event (Debezium's
+        ``setRowNumber``: the next row to skip; after the last, all of them)."""
+        return self.offset(row=index + 1 if index < total - 1 else total)
+
+
 class PositionTracker:
     """The reader's place in the binlog, turned into offsets."""
 
@@ -109,21 +138,17 @@ class PositionTracker:
             self.restart_pos = event_end
 
     # -- offsets ---------------------------------------------------------------------------------
-    def offset(self, event: int | None = None, row: int = 0) -> dict[str, Any]:
-        return offset_of(
-            file=self.file,
-            pos=self.restart_pos,
-            gtids=None if self.completed is None else str(self.completed),
-            event=self.events if event is None else event,
-            row=row,
-            ts_sec=self.ts_sec,
-            server_id=self.server_id,
-        )
+    def offset(self) -> dict[str, Any]:
+        return self.point().offset()
+
+    def point(self) -> EventPoint:
+        """The current event's place (its rows' offsets)."""
+        completed = None if self.completed is None else str(self.completed)
+        return EventPoint(self.file, self.restart_pos, completed, self.events, self.ts_sec, self.server_id)
 
     def row_offset(self, index: int, total: int) -> dict[str, Any]:
-        """The offset after row ``index`` of ``total`` in the current event (Debezium's
-        ``setRowNumber``: the next row to skip; after the last, all of them)."""
-        return self.offset(row=index + 1 if index < total - 1 else total)
+        """The offset after row ``index`` of ``total`` in the current event."""
+        return self.point().row_offset(index, total)
 
     def rows_to_skip(self) -> int:
         """How many rows of the current event were delivered already (all: skip it whole).

@@ -2,16 +2,15 @@
 
 One converter per column, chosen when a table is first seen (:func:`binlog_converter`,
 :func:`snapshot_converter`); the per-value work is one call. Converters never see None (a NULL
-is null; a None that mysql-replication gives for something else is :func:`binlog_null_value`'s).
+is null).
 A converter raises ``ValueError``, ``TypeError`` or ``ArithmeticError`` for a value it cannot
-convert, nothing else; the caller logs it and keeps the stream going.
+convert, nothing else; the caller's ``event.processing.failure.handling.mode`` decides.
 
-Binlog values are what mysql-replication 1.0.x's row events hold, read with the table map's
-full row metadata (``binlog_row_metadata=FULL``: names, signedness, charsets, enum and set
-options). Snapshot values are what PyMySQL's default conversions return for a plain ``SELECT
-col`` (no column needs an expression of its own) on a connection opened with
-``charset='utf8mb4'`` (text of every charset arrives decoded) and ``SET time_zone='+00:00'``
-(``timestamp`` values in UTC).
+Binlog values are what ``row_decoder.py`` yields (mysql-replication's values, as it reads
+them with full row metadata; a zero date is ``temporal.ZERO_DATE``). Snapshot values are what
+PyMySQL's default conversions return for a plain ``SELECT col`` (no column needs an
+expression of its own) on a connection opened with ``charset='utf8mb4'`` (text of every
+charset arrives decoded) and ``SET time_zone='+00:00'`` (``timestamp`` values in UTC).
 
 Debezium's snapshot reads through JDBC, its stream through its binlog client, and the two give
 some values different JSON; each converter gives its reader's (``tests/compat``, the oracle,
@@ -428,8 +427,8 @@ def _enum_from_binlog(column: MySqlColumn) -> Converter:
 
 
 def _set_from_binlog(column: MySqlColumn) -> Converter:
-    """mysql-replication yields a set's members as a Python set (an empty set as None, see
-    :func:`binlog_null_value`); Debezium joins them with ',' in definition order."""
+    """The binlog's SET is a Python set of its members; Debezium joins them with ',' in
+    definition order."""
     options = enum_options(column.column_type)
     return lambda members: ",".join(option for option in options if option in members)
 
@@ -618,20 +617,6 @@ def snapshot_converter(column: MySqlColumn, modes: ValueModes) -> Converter | No
     return _common(column, modes) or _left_out(column)
 
 
-def binlog_null_value(column: MySqlColumn, modes: ValueModes, none_source: str | None) -> Any:
-    """What Debezium emits where mysql-replication yields None, given the reason in the row's
-    ``none_sources`` (absent, or "null", for a NULL): a zero date ('0000-00-00', or a zero
-    month or day) is null in a nullable column, else the column's default or the epoch; an
-    empty set is ''."""
-    if not none_source or none_source == "null":
-        return None
-    if none_source == "empty set":
-        return ""
-    if none_source.startswith("out of date") and column.data_type in _TEMPORAL:
-        return _zero_date(column, modes, snapshot=False)
-    return None
-
-
 # --- dates and times -----------------------------------------------------------------------
 
 
@@ -643,23 +628,24 @@ def _temporal_converter(column: MySqlColumn, modes: ValueModes, snapshot: bool) 
         return temporal.epoch_millis if connect or (column.fsp or 0) <= 3 else temporal.epoch_micros
     if kind == "timestamp":
         return temporal.iso_offset_timestamp if snapshot else temporal.zoned_timestamp(column.fsp or 0)
-    micros = temporal.time_micros if snapshot else temporal.binlog_time_micros
     if connect:
-        return lambda value: temporal.connect_time_millis(micros(value))
-    return micros
+        return lambda value: temporal.connect_time_millis(temporal.time_micros(value))
+    return temporal.time_micros
 
 
 def _temporal(column: MySqlColumn, modes: ValueModes, snapshot: bool) -> Converter:
     convert = _temporal_converter(column, modes, snapshot)
-    if not snapshot or column.data_type == "time":
+    if column.data_type == "time":
         return convert
-    zero = _zero_date(column, modes, snapshot=True)
+    zero = _zero_date(column, modes, snapshot=snapshot)
+    if snapshot:
 
-    def convert_or_zero(value: Any) -> Any:
-        # PyMySQL returns a date it cannot represent ('0000-00-00', '2020-00-15') as its text.
-        return zero if isinstance(value, str) else convert(value)
+        def convert_or_zero(value: Any) -> Any:
+            # PyMySQL returns a date it cannot represent ('0000-00-00', '2020-00-15') as its text.
+            return zero if isinstance(value, str) else convert(value)
 
-    return convert_or_zero
+        return convert_or_zero
+    return lambda value: zero if value is temporal.ZERO_DATE else convert(value)
 
 
 def _zero_date(column: MySqlColumn, modes: ValueModes, snapshot: bool) -> Any:
