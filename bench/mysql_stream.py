@@ -1,6 +1,6 @@
 """Streaming throughput: the engine against mysql-replication alone on the same binlog (issue 16).
 
-A throwaway MariaDB (ROW binlog, full row metadata) gets a mixed insert/update/delete workload on
+A throwaway MariaDB (ROW binlog, the server's default row metadata) gets a mixed insert/update/delete workload on
 one table (1000 rows per transaction), then one marker row in a table of its own. Both sides read
 the very same binlog range: from the GTID state before the load to the marker.
 
@@ -9,8 +9,8 @@ engine's adapter gives it (MariaDB by GTID, blocking with a server heartbeat, th
 ``only_events``), decoding every row of the load's row events (``event.rows``): the pure-Python
 decoding the engine is built on, so the practical limit of the engine on this machine.
 The engine: ``connector.class`` MariaDB from an offset at the same GTID state (a file offset
-store written before it starts), the full path - row decoding (its own decoder for tables of
-common column types, as this one, else the library's), offsets, value conversion, Debezium
+store written before it starts), the full path - row decoding (its own decoder, with the
+schema history's definitions), offsets, value conversion, Debezium
 envelope, JSON serialization - into a discarding consumer. Both sides stop at the
 marker's event and must have seen exactly the load's rows (exit 1 otherwise).
 

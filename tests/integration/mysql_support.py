@@ -103,7 +103,9 @@ class WriteLoad:
         roll = self._rng.random()
         target = self._rng.randint(1, max(1, self._next_id - 1))
         if roll < 0.4:
-            cur.execute("insert into t values (%s, %s, %s)", (self._next_id, f"new{self._next_id}", self._next_id))
+            cur.execute(
+                "insert into t (id, v, n) values (%s, %s, %s)", (self._next_id, f"new{self._next_id}", self._next_id)
+            )
             self._next_id += 1
         elif roll < 0.8:
             cur.execute("update t set v = concat(v, 'x'), n = n + 1 where id = %s", (target,))
@@ -136,3 +138,64 @@ class Collector:
 
     def changes(self) -> list[dict[str, Any]]:
         return [e for e in self.snapshot() if e["value"] is not None]
+
+
+class DdlLoad:
+    """ALTER TABLE on ``table`` (``id int primary key, a varchar(20), b int``) over and over, on
+    its own thread, with updates between: nullable columns added FIRST and AFTER (a new name
+    each time, never a default: a DDL that fills rows emits no events), ``b`` widened and narrowed
+    back, the added columns dropped. Renames stay out: a target built from events alone keeps a
+    renamed column's old name (the apply job's schema evolution is another matter)."""
+
+    def __init__(self, connect: Any, table: str, pause_s: float = 0.15) -> None:
+        self._connect, self._table, self._pause = connect, table, pause_s
+        self._stop = threading.Event()
+        self.statements = 0
+        self.error: BaseException | None = None
+        self._thread = threading.Thread(target=self._run, daemon=True)
+
+    def __enter__(self) -> DdlLoad:
+        self._thread.start()
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        self.stop()
+
+    def stop(self) -> None:
+        self._stop.set()
+        self._thread.join(60)
+        if self.error:
+            raise self.error
+
+    def _cycle(self, n: int) -> list[str]:
+        t = self._table
+        statements = [
+            f"alter table {t} add column f{n} int null first",  # instant: a read view sees the new layout
+            f"update {t} set b = b + 1, f{n} = id where id % 5 = {n % 5}",
+            f"alter table {t} add column m{n} varchar(10) null after a",
+            f"update {t} set m{n} = 'x{n}', b = b + 1 where id % 7 = {n % 7}",
+            f"alter table {t} drop column f{n}",
+            f"alter table {t} drop column m{n}",
+        ]
+        if n % 4 == 3:  # a rebuild now and then: a read view older than it is refused (1412)
+            statements += [
+                f"alter table {t} modify b bigint not null",
+                f"update {t} set b = b + 3000000000 where id % 11 = {n % 11}",
+                f"update {t} set b = b - 3000000000 where b > 2000000000",
+                f"alter table {t} modify b int not null",
+            ]
+        return statements
+
+    def _run(self) -> None:
+        try:
+            with self._connect() as conn, conn.cursor() as cur:
+                n = 0
+                while not self._stop.is_set():
+                    for statement in self._cycle(n):
+                        cur.execute(statement)
+                        self.statements += 1
+                        if self._stop.wait(self._pause):
+                            return
+                    n += 1
+        except BaseException as exc:
+            self.error = exc

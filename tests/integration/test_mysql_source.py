@@ -166,3 +166,75 @@ def test_a_poll_that_fails_midway_loses_no_row_when_it_is_retried(mariadb_server
         wait_until(lambda: len(f_ids(collected)) >= 200, 30, "every row")
     ids = f_ids(collected)
     assert failed == [57] and ids == list(range(1, 201))  # each once, in order
+
+
+def test_a_password_outside_latin1_connects(mariadb_server, mariadb_database, db):
+    """PyMySQL encodes a str password as latin-1: 'cdc-pw ☂' failed with a codec error at start
+    (after `engine check` had said OK). The engine sends it as UTF-8, the bytes the server hashed
+    when a utf8mb4 session set it."""
+    user, password = f"u{mariadb_database[-8:]}", "cdc-pw ☂"
+    with mariadb_server.connect(charset="utf8mb4") as admin:
+        run(
+            admin,
+            f"create user '{user}'@'%' identified by '{password}'",
+            f"grant select, reload, replication slave, binlog monitor on *.* to '{user}'@'%'",
+        )
+    try:
+        run(db, "create table t (id int primary key, v varchar(20))", "insert into t values (1, 'before')")
+        config = {
+            **engine_config(mariadb_server, mariadb_database),
+            "database.user": user,
+            "database.password": password,
+        }
+        collected = Collector()
+        with EngineRunner(Engine(config, consumer=collected, serializer=JsonSerializer())):
+            wait_until(lambda: len(collected.changes()) >= 1, 30, "the snapshot row")
+            run(db, "insert into t values (2, 'after')")
+            wait_until(lambda: len(collected.changes()) >= 2, 30, "the streamed row")
+        assert [e["value"]["after"] for e in collected.changes()] == [{"id": 1, "v": "before"}, {"id": 2, "v": "after"}]
+    finally:
+        with mariadb_server.connect() as admin:
+            run(admin, f"drop user '{user}'@'%'")
+
+
+def test_a_row_that_cannot_be_converted_stops_the_task_naming_it_or_is_left_out(
+    mariadb_server, mariadb_database, db, monkeypatch
+):
+    """event.processing.failure.handling.mode: fail (the default) stops the task with the table,
+    the column, the binlog position and the fix, never 'emitting its text'; warn leaves the event
+    out and streams on. (A converter made to refuse one value stands for a value the engine
+    cannot convert.)"""
+    from airflow_cdc.engine.errors import EngineFailedError
+    from airflow_cdc.engine.sources.mysql import changes
+
+    real = changes.binlog_converter
+
+    def refusing(column: Any, modes: Any) -> Any:
+        convert = real(column, modes)
+        if column.name != "v" or convert is None:
+            return convert
+        return lambda value: (_ for _ in ()).throw(ValueError("no such value")) if value == "boom" else convert(value)
+
+    monkeypatch.setattr(changes, "binlog_converter", refusing)
+    run(db, "create table t (id int primary key, v varchar(20))")
+    rows = ("insert into t values (1, 'fine')", "insert into t values (2, 'boom')", "insert into t values (3, 'after')")
+    for mode in ("warn", "fail"):
+        run(db, "delete from t")
+        collected = Collector()
+        config = {**engine_config(mariadb_server, mariadb_database), "snapshot.mode": "no_data"}
+        config["event.processing.failure.handling.mode"] = mode
+        engine = Engine(config, consumer=collected, serializer=JsonSerializer())
+        with EngineRunner(engine) as runner:
+            wait_until(lambda e=engine: e.tasks and e.tasks[0].task.position().phase.value == "streaming", 30, "stream")
+            run(db, *rows)
+            if mode == "warn":
+                wait_until(lambda c=collected: len(c.changes()) >= 2, 30, "the rows around the bad one")
+                assert [e["value"]["after"]["id"] for e in collected.changes()] == [1, 3]
+                continue
+            runner.join(30)  # the engine stops by itself
+        assert isinstance(runner.error, EngineFailedError)
+        message = str(runner.error.__cause__)
+        assert f"{mariadb_database}.t: column v: cannot convert 'boom'" in message, message
+        assert "binlog cdc-bin" in message and "GTID" in message
+        assert "event.processing.failure.handling.mode to warn" in message
+        assert [e["value"]["after"]["id"] for e in collected.changes()] == [1]  # nothing from the bad row on

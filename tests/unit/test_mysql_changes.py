@@ -7,8 +7,8 @@ import pytest
 
 from airflow_cdc.engine.sources.mysql.binlog_values import MYSQL_LATIN1, codec
 from airflow_cdc.engine.sources.mysql.changes import plan
-from airflow_cdc.engine.sources.mysql.connector import snapshot_marker
 from airflow_cdc.engine.sources.mysql.ddl import Table
+from airflow_cdc.engine.sources.mysql.snapshot_records import snapshot_marker
 from airflow_cdc.engine.sources.mysql.temporal import ZERO_DATE
 from airflow_cdc.engine.sources.mysql.types import MySqlColumn, ValueModes
 

@@ -11,7 +11,7 @@ catches nothing else of a source's.
 from __future__ import annotations
 
 import re
-from collections.abc import Hashable, Iterator
+from collections.abc import Callable, Hashable, Iterator
 from dataclasses import dataclass
 from typing import Protocol
 
@@ -98,6 +98,10 @@ class Chunk:
     last_key: tuple[str, ...] | None
     complete: bool
     visibility: ReadVisibility | None = None
+    #: Whether the rows still have the shape the stream gives their table, asked when the stream
+    #: reaches the window's close: False (a DDL of the table was streamed since they were read,
+    #: or the read was ahead of one) reads the chunk again, as Debezium does. None: always.
+    current: Callable[[], bool] | None = None
 
 
 class ChunkSource(Protocol):

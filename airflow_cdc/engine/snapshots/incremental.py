@@ -79,6 +79,8 @@ READ_AHEAD = 2
 #: How long to wait before reading a window again whose read missed an already committed
 #: transaction (one stalled between its commit record and its visibility).
 REREAD_DELAY_S = 0.05
+#: Windows of one table in a row read again for a changed shape before its snapshot gives up.
+MAX_RESHAPED_WINDOWS = 20
 
 
 @dataclass(frozen=True)
@@ -141,6 +143,7 @@ class IncrementalSnapshot:
         self.on_change: Callable[[Sequence[SourceRecord]], None] = self._windows.observe
         self._executor: ThreadPoolExecutor | None = None
         self._not_before = 0.0  # a window to read again waits until then
+        self._reshaped = 0  # windows in a row read again because the table's shape changed
 
     # -- state ---------------------------------------------------------------------------------
     @property
@@ -318,6 +321,10 @@ class IncrementalSnapshot:
         # The close watermark is written after the chunk was read: the result is there.
         chunk = window.read.result()
         assert chunk is not None  # a window that read nothing wrote no watermarks
+        if chunk.current is not None and not chunk.current():
+            self._reshaped_window()
+            return None
+        self._reshaped = 0
         stale = self._windows.stale_keys(window, chunk)
         if stale is None:  # read again, from the same key, with the windows read ahead of it
             self._windows.clear()
@@ -326,6 +333,25 @@ class IncrementalSnapshot:
         self._not_before = 0.0
         self._finish_chunk(chunk)
         return surviving(chunk.rows.records(offset), self.source.dedup_key, stale)
+
+    def _reshaped_window(self) -> None:
+        """The chunk was read with another shape of its table than the stream gives it now (a
+        DDL): read again, once the stream has passed the DDL - unless that never happens (the
+        schema history and the server disagree on the table: a history that missed a DDL)."""
+        self._windows.clear()
+        self._reshaped += 1
+        table = self.context.current.name if self.context is not None and self.context.current else "?"
+        if self._reshaped > MAX_RESHAPED_WINDOWS:
+            log.error(
+                "%s: read %d times with a shape the stream never gave it: the schema history disagrees with the "
+                "server's definition (take a new snapshot); the table's incremental snapshot stops",
+                table,
+                self._reshaped,
+            )
+            self._reshaped = 0
+            self.fail_table(UNKNOWN_SCHEMA)
+            return
+        log.info("%s: a DDL changed the table's shape since its chunk was read: reading the chunk again", table)
 
     def tidy(self) -> None:
         """After each poll: forget the streamed transactions a read would see now, if many wait

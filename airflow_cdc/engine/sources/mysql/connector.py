@@ -6,10 +6,9 @@ from __future__ import annotations
 import itertools
 import logging
 import os
-import re
 import time
 import zlib
-from collections.abc import Iterator, Sequence
+from collections.abc import Iterator
 from pathlib import Path
 from typing import Any, ClassVar
 
@@ -22,21 +21,23 @@ from airflow_cdc.engine.errors import CdcError, RetriableError
 from airflow_cdc.engine.failures import FailureHandling
 from airflow_cdc.engine.notifications import InitialSnapshotNotifications
 from airflow_cdc.engine.positions import Phase, SourcePosition
-from airflow_cdc.engine.records import PositionMarker, SourceRecord
+from airflow_cdc.engine.records import SourceRecord
 from airflow_cdc.engine.signals.signal import SignalError
 from airflow_cdc.engine.snapshots.coordinator import SnapshotCoordinator
 from airflow_cdc.engine.snapshots.handover import HandOver
 from airflow_cdc.engine.sources.mysql.binlog import BinlogPurgedError, BinlogReader
-from airflow_cdc.engine.sources.mysql.changes import ChangeBuilder, plan
+from airflow_cdc.engine.sources.mysql.changes import ChangeBuilder
 from airflow_cdc.engine.sources.mysql.config import MYSQL_CONFIG
 from airflow_cdc.engine.sources.mysql.ddl import Table
+from airflow_cdc.engine.sources.mysql.filters import TableFilter
 from airflow_cdc.engine.sources.mysql.gtid_windows import GtidWindows
 from airflow_cdc.engine.sources.mysql.incremental import MySqlChunkSource
 from airflow_cdc.engine.sources.mysql.positions import MYSQL_POSITIONS, offset_of
-from airflow_cdc.engine.sources.mysql.schema import SchemaHistory, read_tables
+from airflow_cdc.engine.sources.mysql.schema import SchemaHistory, read_tables, row_shape
 from airflow_cdc.engine.sources.mysql.schema_events import SchemaChangeEvents
 from airflow_cdc.engine.sources.mysql.server import check_available, check_server, current_position
-from airflow_cdc.engine.sources.mysql.snapshot import ConsistentSnapshot
+from airflow_cdc.engine.sources.mysql.snapshot import ConsistentSnapshot, TableChangedError
+from airflow_cdc.engine.sources.mysql.snapshot_records import SnapshotRecords
 from airflow_cdc.engine.sources.mysql.stream_records import BinlogRecords
 from airflow_cdc.engine.sources.mysql.tracking import StartPoint
 from airflow_cdc.engine.sources.mysql.types import ValueModes
@@ -45,7 +46,9 @@ log = logging.getLogger(__name__)
 
 POLL_BATCH = 256
 SNAPSHOT_BATCH = 256
-_SYSTEM = frozenset(("mysql", "information_schema", "performance_schema", "sys"))
+#: Times tables changed under the initial snapshot (each read anew) before it gives up.
+MAX_SNAPSHOT_REOPENS = 100
+TableKey = tuple[str, str]
 
 
 class MySqlConnector(SourceConnector):
@@ -66,41 +69,6 @@ class MariaDbConnector(MySqlConnector):
 
     def task_class(self) -> type[SourceTask]:
         return MariaDbTask
-
-
-class TableFilter:
-    """Debezium's include/exclude lists (regexes on ``db`` and ``db.table``, whole-name
-    matches); the signal table is captured whatever they say."""
-
-    def __init__(self, settings: dict[str, Any]) -> None:
-        def compile_all(key: str) -> list[re.Pattern[str]]:
-            return [re.compile(p, re.I) for p in settings[key]]
-
-        self.db_in, self.db_out = compile_all("database.include.list"), compile_all("database.exclude.list")
-        self.t_in, self.t_out = compile_all("table.include.list"), compile_all("table.exclude.list")
-        self.signal = str(settings["signal.data.collection"]).lower()
-
-    def database(self, database: str) -> bool:
-        """Whether the database's tables may be captured (its schema changes are)."""
-        if database in _SYSTEM:
-            return False
-        return (not self.db_in or any(p.fullmatch(database) for p in self.db_in)) and not any(
-            p.fullmatch(database) for p in self.db_out
-        )
-
-    def __call__(self, database: str, table: str) -> bool:
-        if database in _SYSTEM:
-            return False
-        name = f"{database}.{table}"
-        if self.signal and name.lower() == self.signal:
-            return True
-        if self.db_in and not any(p.fullmatch(database) for p in self.db_in):
-            return False
-        if any(p.fullmatch(database) for p in self.db_out):
-            return False
-        if self.t_in and not any(p.fullmatch(name) for p in self.t_in):
-            return False
-        return not any(p.fullmatch(name) for p in self.t_out)
 
 
 def server_id_for(settings: dict[str, Any]) -> int:
@@ -138,7 +106,7 @@ class MySqlTask(SourceTask):
         self.reader: BinlogReader | None = None
         self.snapshot: ConsistentSnapshot | None = None
         self._blocking: str | None = None  # the signal id of a running blocking snapshot
-        self._snapshot_rows = 0
+        self._snapshot_restarts = 0
         self._batches: Iterator[list[SourceRecord]] | None = None
         self.initial_snapshot = InitialSnapshotNotifications(context.notifications, self.prefix)
         self.filter = TableFilter(s)
@@ -244,11 +212,22 @@ class MySqlTask(SourceTask):
         )
 
     def _snapshot_then_stream(self, resume: StartPoint | None) -> None:
-        self.snapshot = snap = ConsistentSnapshot(self.connection, self.server)
+        """The initial snapshot, read with the definitions at its own point. ``resume``: an
+        earlier attempt's point, where streaming goes on with the definitions there (version 0
+        of the schema history's file)."""
+        self.snapshot = snap = ConsistentSnapshot(self.connection, self.server, self.history.captured_tables)
         start = resume or snap.position
-        self.history.start_fresh(snap.conn, self._offset(start))
+        if resume is None:
+            self.history.start_with(snap.tables, self._offset(start))
+        elif not self.history.recover(snap.conn, 0):
+            log.warning(
+                "%s: no schema history of the interrupted snapshot; the stream from %s is read with today's "
+                "definitions (a DDL since would stop it, naming the table)",
+                self.prefix,
+                start,
+            )
         self._stream_start = start
-        tables = sorted(self.history.tables)
+        tables = sorted(snap.tables)
         self.initial_snapshot.started([f"{d}.{t}" for d, t in tables])
         offset = {**self._offset(start), "snapshot": True}
         # Debezium's schema change events come first; read in the snapshot's transaction, beside
@@ -257,8 +236,28 @@ class MySqlTask(SourceTask):
         schema = schema_events.snapshot(snap.conn, tables, offset) if schema_events is not None else []
         self._batches = itertools.chain(
             (schema[first : first + SNAPSHOT_BATCH] for first in range(0, len(schema), SNAPSHOT_BATCH)),
-            self._snapshot_batches(tables, offset),
+            self._snapshot_batches(tables, snap.tables, offset),
         )
+
+    def _reopen_snapshot(self, error: TableChangedError) -> tuple[ConsistentSnapshot, dict[TableKey, Table]]:
+        """A table changed under the initial snapshot in a way its read cannot serve: it, and the
+        tables after it, are read from a new snapshot (SnapshotRecords)."""
+        self._snapshot_restarts += 1
+        if self._snapshot_restarts > MAX_SNAPSHOT_REOPENS:
+            raise CdcError(f"{error}; DDL changed tables under the initial snapshot {MAX_SNAPSHOT_REOPENS} times")
+        log.warning("%s: %s: reading it, and the tables after it, in a new snapshot", self.prefix, error)
+        assert self.snapshot is not None
+        self.snapshot.close()
+        self.snapshot = ConsistentSnapshot(self.connection, self.server, self.history.captured_tables)
+        return self.snapshot, self.snapshot.tables
+
+    def _blocking_interrupted(self, error: TableChangedError) -> None:
+        """A table changed under a blocking snapshot: it stops, streaming goes on (what it
+        delivered converges like any replay); the signal is answered with the reason."""
+        assert self.snapshot is not None and self._blocking is not None
+        self.snapshot.close()
+        signal_id, self.snapshot, self._batches, self._blocking = self._blocking, None, None, None
+        self.signalling.reject(SignalError(f"{error}: send the blocking snapshot again"), signal_id, "execute-snapshot")
 
     def _schema_change_events(self) -> SchemaChangeEvents | None:
         """Debezium's schema change topic (``include.schema.changes``), made at first use."""
@@ -278,6 +277,7 @@ class MySqlTask(SourceTask):
     def _snapshot_batches(
         self,
         tables: list[tuple[str, str]],
+        definitions: dict[tuple[str, str], Table],
         offset: dict[str, Any],
         *,
         at: dict[str, Any] | None = None,
@@ -287,38 +287,27 @@ class MySqlTask(SourceTask):
         the initial snapshot's notifications; ``at``: the point the rows were read at if it is
         not the offset's."""
         assert self.snapshot is not None
-        batch: list[SourceRecord] = []
-        self._snapshot_rows = 0
-        for index, key in enumerate(tables):
-            rows = plan(self.history.tables[key], self._topic(*key), self.modes, snapshot=True)
-            if initial:
-                self.initial_snapshot.table_started(f"{key[0]}.{key[1]}")
-            first_table, last_table = index == 0, index == len(tables) - 1
-            count = 0
-            held: Sequence[Any] | None = None  # a row is labelled once it is known whether another follows
-            for values in self.snapshot.rows(*key, self.settings["snapshot.fetch.size"]):
-                if held is not None:
-                    marker = snapshot_marker(first_table, last_table, first_row=count == 1, last_row=False)
-                    self._append(batch, self.builder.snapshot_record(rows, held, offset, marker, at))
-                    if len(batch) >= SNAPSHOT_BATCH:
-                        yield batch
-                        batch = []
-                held, count = values, count + 1
-            if held is not None:
-                marker = snapshot_marker(first_table, last_table, first_row=count == 1, last_row=True)
-                self._append(batch, self.builder.snapshot_record(rows, held, offset, marker, at))
-            self._snapshot_rows += count
-            if initial:
-                self.initial_snapshot.table_completed(f"{key[0]}.{key[1]}", count)
-        # The snapshot's end: everything before the stream's start is delivered.
+        self._snapshot_records = records = SnapshotRecords(
+            self.snapshot,
+            self.builder,
+            topic=self._topic,
+            modes=self.modes,
+            fetch=self.settings["snapshot.fetch.size"],
+            batch=SNAPSHOT_BATCH,
+            reopen=self._reopen_snapshot if initial else None,
+        )
         end = self._offset(self._stream_start) if initial else offset
-        batch.append(PositionMarker.at(self.partition, end))
-        yield batch
-
-    @staticmethod
-    def _append(batch: list[SourceRecord], record: SourceRecord | None) -> None:
-        if record is not None:  # None: left out by event.processing.failure.handling.mode
-            batch.append(record)
+        notify = self.initial_snapshot if initial else None
+        return records.batches(
+            tables,
+            definitions,
+            offset,
+            self.partition,
+            end,
+            at=at,
+            table_started=notify.table_started if notify else lambda _name: None,
+            table_completed=notify.table_completed if notify else lambda _name, _rows: None,
+        )
 
     def _stream_from(self, start: StartPoint) -> None:
         log.info("%s: streaming the binlog from %s", self.prefix, start)
@@ -336,7 +325,11 @@ class MySqlTask(SourceTask):
     # -- polling -----------------------------------------------------------------------------
     def poll(self) -> list[SourceRecord]:
         if self._batches is not None:
-            batch = next(self._batches, None)
+            try:
+                batch = next(self._batches, None)
+            except TableChangedError as exc:  # a blocking snapshot's (the initial one reads anew)
+                self._blocking_interrupted(exc)
+                return []
             if batch is None:
                 if self._blocking is not None:
                     self._blocking_done()
@@ -381,11 +374,11 @@ class MySqlTask(SourceTask):
         (the offsets never left the stream's position), as Debezium does."""
         wanted = set(tables)
         keys = [key for key in sorted(self.history.tables) if f"{key[0]}.{key[1]}" in wanted]
-        snap = ConsistentSnapshot(self.connection, self.server)
+        snap = ConsistentSnapshot(self.connection, self.server, lambda conn: read_tables(conn, keys))
         # The rows are read with the stream's definitions: a DDL between the stream's position
         # and the snapshot would give rows of another shape.
-        now = read_tables(snap.conn, keys)
-        changed = [f"{d}.{t}" for d, t in keys if _shape(now.get((d, t))) != _shape(self.history.tables[(d, t)])]
+        now = snap.tables
+        changed = [f"{d}.{t}" for d, t in keys if row_shape(now.get((d, t))) != row_shape(self.history.tables[(d, t)])]
         if changed:
             snap.close()
             self.signalling.reject(
@@ -400,14 +393,14 @@ class MySqlTask(SourceTask):
         log.info("%s: blocking snapshot of %s", self.prefix, ", ".join(tables))
         self.snapshot, self._blocking = snap, signal_id
         self._batches = self._snapshot_batches(
-            keys, self._stream_position(), at=self._offset(snap.position), initial=False
+            keys, self.history.tables, self._stream_position(), at=self._offset(snap.position), initial=False
         )
 
     def _blocking_done(self) -> None:
         assert self.snapshot is not None and self._blocking is not None
         self.snapshot.close()
-        self.signalling.blocking_done(self._blocking, self._snapshot_rows)
-        log.info("%s: blocking snapshot done, %d rows", self.prefix, self._snapshot_rows)
+        self.signalling.blocking_done(self._blocking, self._snapshot_records.rows)
+        log.info("%s: blocking snapshot done, %d rows", self.prefix, self._snapshot_records.rows)
         self.snapshot, self._batches, self._blocking = None, None, None  # streaming goes on
 
     def commit(self, offsets: Any) -> None:
@@ -449,29 +442,6 @@ class MySqlTask(SourceTask):
 
 class MariaDbTask(MySqlTask):
     kind = "mariadb"
-
-
-def snapshot_marker(first_table: bool, last_table: bool, *, first_row: bool, last_row: bool) -> str:
-    """Debezium's ``source.snapshot`` of a snapshot record (RelationalSnapshotChangeEventSource's
-    ``setSnapshotMarker``): ``last`` on the last row of the last table, ``first`` on the first of
-    the first, ``last_in_data_collection`` / ``first_in_data_collection`` on every other table's
-    last / first row (in this order of precedence), ``true`` elsewhere. The first and last tables
-    are the first and last in snapshot order, rows or not (an empty last table: no ``last``)."""
-    if last_row and last_table:
-        return "last"
-    if first_row and first_table:
-        return "first"
-    if last_row:
-        return "last_in_data_collection"
-    if first_row:
-        return "first_in_data_collection"
-    return "true"
-
-
-def _shape(table: Table | None) -> tuple[tuple[str, str], ...] | None:
-    """What a row read from the table looks like: its columns' names and types (the history's
-    definitions from DDL and information_schema's differ in details a row does not show)."""
-    return None if table is None else tuple((c.name, c.data_type) for c in table.columns)
 
 
 def _history_path(config: Config, prefix: str) -> Path | None:

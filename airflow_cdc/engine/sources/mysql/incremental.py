@@ -47,9 +47,11 @@ from airflow_cdc.engine.snapshots.chunks import (
 )
 from airflow_cdc.engine.sources.mysql.changes import ChangeBuilder, RowPlan
 from airflow_cdc.engine.sources.mysql.changes import plan as row_plan
+from airflow_cdc.engine.sources.mysql.chunk_keys import compare, compare_args, key_text, quote
 from airflow_cdc.engine.sources.mysql.ddl import Table
 from airflow_cdc.engine.sources.mysql.gtid_windows import GtidVisibility, GtidWindow, GtidWindows
 from airflow_cdc.engine.sources.mysql.positions import GtidSet, MariaDbGtidSet
+from airflow_cdc.engine.sources.mysql.schema import read_tables, row_shape
 from airflow_cdc.engine.sources.mysql.server import ServerInfo, ServerSetupError, executed_gtids
 from airflow_cdc.engine.sources.mysql.types import MySqlColumn, ValueModes
 
@@ -59,12 +61,10 @@ R = TypeVar("R")
 _FORBIDDEN = re.compile(r";|--|/\*|#")
 #: Errors of a connection, not of a query: the server went away, is shutting down, killed us.
 _CONNECTION_ERRORS = frozenset((1053, 1077, 1152, 1158, 1159, 1160, 1161, 1927))
-_INTEGERS = frozenset(("tinyint", "smallint", "mediumint", "int", "bigint", "year", "boolean"))
-_BINARY = frozenset(("binary", "varbinary", "tinyblob", "blob", "mediumblob", "longblob"))
-#: Sorted by their members' numbers (ENUM's index, SET's bits), not by their text: a key of one is
-#: kept and compared as that number, or the chunks' order and bounds would disagree.
-_NUMBERED = frozenset(("enum", "set"))
 TableKey = tuple[str, str]
+#: Unknown column, table definition changed: a DDL between a chunk's definition and its rows.
+_DEFINITION_CHANGED = frozenset((1054, 1412))
+_READ_ATTEMPTS = 5
 
 
 def _engine_errors(method: Callable[P, R]) -> Callable[P, R]:
@@ -82,58 +82,6 @@ def _engine_errors(method: Callable[P, R]) -> Callable[P, R]:
             raise TableReadError(str(exc).strip()) from exc
 
     return mapped
-
-
-def _quote(name: str) -> str:
-    return "`" + name.replace("`", "``") + "`"
-
-
-def key_text(column: MySqlColumn) -> str:
-    """SQL of a key column's text, as the chunk cursor keeps it."""
-    if column.data_type in _BINARY:
-        return f"HEX({_quote(column.name)})"
-    if column.data_type in _NUMBERED:
-        return f"CAST({_quote(column.name)} + 0 AS CHAR)"
-    return f"CAST({_quote(column.name)} AS CHAR)"
-
-
-def key_bound(column: MySqlColumn) -> str:
-    """SQL of a bound for the column, from such a text (a ``%s`` placeholder)."""
-    kind = column.data_type
-    if kind in _INTEGERS or kind in _NUMBERED:  # an ENUM or SET compared with a number: by its number
-        return "CAST(%s AS UNSIGNED)" if column.unsigned else "CAST(%s AS SIGNED)"
-    if kind == "decimal":
-        return f"CAST(%s AS DECIMAL({column.precision or 10},{column.scale or 0}))"
-    if kind in ("datetime", "timestamp"):
-        return f"CAST(%s AS DATETIME({column.fsp or 0}))"
-    if kind == "time":
-        return f"CAST(%s AS TIME({column.fsp or 0}))"
-    if kind == "date":
-        return "CAST(%s AS DATE)"
-    if kind in ("float", "double"):
-        return "CAST(%s AS DOUBLE)"
-    if kind in _BINARY:
-        return "UNHEX(%s)"
-    return "%s"  # strings: compared with the column's collation
-
-
-def compare(columns: Sequence[MySqlColumn], operator: str) -> str:
-    """``(k1, k2) <operator> (b1, b2)`` for ``>`` or ``<=``, column by column."""
-    strict = operator.rstrip("=")
-    names = [_quote(c.name) for c in columns]
-    bounds = [key_bound(c) for c in columns]
-    last = len(columns) - 1
-    terms = []
-    for i in range(len(columns)):
-        equal = [f"{names[j]} = {bounds[j]}" for j in range(i)]
-        op = operator if i == last else strict
-        terms.append("(" + " and ".join([*equal, f"{names[i]} {op} {bounds[i]}"]) + ")")
-    return "(" + " or ".join(terms) + ")"
-
-
-def compare_args(bound: Sequence[str], operator: str) -> list[str]:
-    """The placeholders' values of :func:`compare`, in order."""
-    return [value for i in range(len(bound)) for value in (*bound[:i], bound[i])]
 
 
 def check_read_only(server: ServerInfo) -> None:
@@ -248,7 +196,7 @@ class MySqlChunkSource:
         assert table is not None
         key = self._key(plan, table)
         where, args = self._where(plan, key, None, None)
-        order = ", ".join(f"{_quote(c.name)} desc" for c in key)
+        order = ", ".join(f"{quote(c.name)} desc" for c in key)
         texts = ", ".join(key_text(c) for c in key)
         with self._read_only(self._conn) as cur:
             cur.execute(f"select {texts} from {self._ident(plan.name)}{where} order by {order} limit 1", args)
@@ -269,36 +217,76 @@ class MySqlChunkSource:
         committed before the next begins: the chunk's snapshot is taken after the open
         watermark is in the binlog, and the close watermark follows it. In read-only mode the
         executed GTID sets before and after the read take the watermarks' places."""
-        table = self._table(plan.name)
-        assert table is not None
-        key = self._key(plan, table)
         conn = self._window()
-        where, args = self._where(plan, key, after, upto)
-        columns = ", ".join(_quote(c.name) for c in table.columns)
-        order = ", ".join(_quote(c.name) for c in key)
-        texts = ", ".join(key_text(c) for c in key)
-        query = f"select {columns}, {texts} from {self._ident(plan.name)}{where} order by {order} limit {int(limit)}"
         visibility: GtidVisibility | None = None
         if self._gtid_windows is not None:
             low = self._executed(conn)
-            with self._consistent_snapshot(conn) as (cur, seen):
-                cur.execute(query, args)
-                rows = list(cur.fetchall())
+            seen: list[Any] = [None]
+
+            def read(query: str, args: list[Any]) -> list[tuple[Any, ...]]:
+                with self._consistent_snapshot(conn) as (cur, seen[0]):
+                    cur.execute(query, args)
+                    return list(cur.fetchall())
+
+            table, rows = self._read_current(conn, plan, after, upto, limit, read)
             self._gtid_windows.add(GtidWindow(window_id, low, self._executed(conn)))
-            visibility = None if seen is None else GtidVisibility(seen)
+            visibility = None if seen[0] is None else GtidVisibility(seen[0])
         else:
             opened = time.time_ns()
             self._watermark(conn, window_id, "open", watermark.metadata(opened, None, correlation_id, plan.name))
-            with self._read_only(conn) as cur:
-                cur.execute(query, args)
-                rows = list(cur.fetchall())
+            table, rows = self._read_current(conn, plan, after, upto, limit, lambda q, a: self._read(conn, q, a))
             closing = watermark.metadata(opened, time.time_ns(), correlation_id, plan.name)
             self._watermark(conn, window_id, "close", closing)
         width = len(table.columns)
         last_key = tuple(_text(v) for v in rows[-1][width:]) if rows else None
-        rows_plan = row_plan(table, self.topic_of(plan.name), self._modes, snapshot=True)
-        chunk_rows = _ChunkRows(rows, width, rows_plan, self._builder, self._batch)
-        return Chunk(chunk_rows, last_key, len(rows) < limit, visibility)
+        shape, topic = row_shape(table), self.topic_of(plan.name)
+
+        def streamed_plan() -> RowPlan:  # the stream's definition (the same shape), at release
+            return row_plan(self._table(plan.name) or table, topic, self._modes, snapshot=True)
+
+        def current() -> bool:
+            return row_shape(self._table(plan.name)) == shape
+
+        chunk_rows = _ChunkRows(rows, width, streamed_plan, self._builder, self._batch)
+        return Chunk(chunk_rows, last_key, len(rows) < limit, visibility, current)
+
+    def _read_current(
+        self,
+        conn: Any,
+        plan: TablePlan,
+        after: tuple[str, ...] | None,
+        upto: tuple[str, ...],
+        limit: int,
+        read: Callable[[str, list[Any]], list[tuple[Any, ...]]],
+    ) -> tuple[Table, list[tuple[Any, ...]]]:
+        """The chunk's rows, each followed by its key's texts, read with the table's definition
+        now, by name: they are emitted only if the stream gives the table that shape when it
+        reaches the window's close (Chunk.current), so a DDL after the stream's position, or one
+        inside the window, has the chunk read again. A DDL between reading the definition and
+        the rows (a column gone, the table rebuilt) has both read again."""
+        for attempt in range(_READ_ATTEMPTS):
+            table = read_tables(conn, [_split(plan.name)]).get(_split(plan.name))
+            if table is None:
+                raise TableReadError(f"{plan.name} no longer exists")
+            key = self._key(plan, table)
+            where, args = self._where(plan, key, after, upto)
+            columns = ", ".join(quote(c.name) for c in table.columns)
+            order = ", ".join(quote(c.name) for c in key)
+            texts = ", ".join(key_text(c) for c in key)
+            query = (
+                f"select {columns}, {texts} from {self._ident(plan.name)}{where} order by {order} limit {int(limit)}"
+            )
+            try:
+                return table, read(query, args)
+            except pymysql.MySQLError as exc:
+                if not exc.args or exc.args[0] not in _DEFINITION_CHANGED or attempt == _READ_ATTEMPTS - 1:
+                    raise
+        raise AssertionError("unreachable")
+
+    def _read(self, conn: Any, query: str, args: list[Any]) -> list[tuple[Any, ...]]:
+        with self._read_only(conn) as cur:
+            cur.execute(query, args)
+            return list(cur.fetchall())
 
     def dedup_key(self, record: SourceRecord) -> Hashable:
         if record.key:
@@ -412,7 +400,7 @@ class MySqlChunkSource:
 
     def _ident(self, table: str) -> str:
         database, name = _split(table)
-        return f"{_quote(database)}.{_quote(name)}"
+        return f"{quote(database)}.{quote(name)}"
 
     def _window(self) -> Any:
         """The reader thread's connection (watermarks and chunks), autocommit."""
@@ -425,7 +413,14 @@ class _ChunkRows:
     """A window's rows as read (each followed by its key's texts), made records ``batch`` at a
     time when released."""
 
-    def __init__(self, rows: list[tuple[Any, ...]], width: int, rows_plan: RowPlan, builder: ChangeBuilder, batch: int):
+    def __init__(
+        self,
+        rows: list[tuple[Any, ...]],
+        width: int,
+        rows_plan: Callable[[], RowPlan],
+        builder: ChangeBuilder,
+        batch: int,
+    ):
         self._rows, self._width, self._plan, self._builder, self._batch = rows, width, rows_plan, builder, batch
 
     def __len__(self) -> int:
@@ -434,7 +429,7 @@ class _ChunkRows:
     def records(self, offset: Offset) -> Iterator[list[SourceRecord]]:
         rows, self._rows = self._rows, []  # released once
         offset = dict(offset)
-        make, plan_, width = self._builder.snapshot_record, self._plan, self._width
+        make, plan_, width = self._builder.snapshot_record, self._plan(), self._width
         for start in range(0, len(rows), self._batch):
             made = (make(plan_, row[:width], offset, "incremental") for row in rows[start : start + self._batch])
             yield [record for record in made if record is not None]  # None: left out (failure handling)

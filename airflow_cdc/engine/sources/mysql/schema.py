@@ -13,8 +13,9 @@ like the offsets of a memory store.
 
 A statement ``ddl.py`` does not follow makes the history read the tables it touches from the
 server: right unless another DDL of the same table follows it in the unread binlog. Each row
-event's column count is checked against the definition, so such a mismatch is an error naming
-the table instead of wrong values.
+event's table map is checked against the definition (``row_decoder.compile_table``: the column
+count and each column's binlog type), so such a mismatch is an error naming the table instead of
+wrong values.
 """
 
 from __future__ import annotations
@@ -54,6 +55,38 @@ _TABLES_QUERY = (
     "WHERE t.TABLE_TYPE = 'BASE TABLE' AND t.TABLE_SCHEMA NOT IN "
     "('mysql', 'information_schema', 'performance_schema', 'sys') {where}"
 )
+
+
+#: DATA_TYPE spellings of one type: a DDL statement's, and information_schema's.
+_CANONICAL = {
+    "boolean": "tinyint",
+    "bool": "tinyint",
+    "integer": "int",
+    "numeric": "decimal",
+    "real": "double",
+    "json": "longtext",
+}
+_TEMPORAL = frozenset(("time", "datetime", "timestamp"))
+
+
+def row_shape(table: Table | None) -> tuple[tuple[Any, ...], ...] | None:
+    """What a row read from the table looks like and how its values convert: each column's
+    name, type, signedness, scale, fractional seconds and members. The history's definitions
+    from DDL and information_schema's differ in details a row does not show (a BOOL is a
+    tinyint, display widths), which this leaves out."""
+    if table is None:
+        return None
+    return tuple(
+        (
+            c.name,
+            _CANONICAL.get(c.data_type, c.data_type),
+            c.unsigned,
+            c.scale if c.data_type in ("decimal", "numeric") else None,
+            c.fsp if c.data_type in _TEMPORAL else None,
+            c.column_type if c.data_type in ("enum", "set", "bit") else None,
+        )
+        for c in table.columns
+    )
 
 
 class SchemaMismatchError(CdcError):
@@ -106,10 +139,19 @@ class SchemaHistory:
         self.version = 0
 
     # -- starting ----------------------------------------------------------------------------
+    def captured_tables(self, conn: Any) -> dict[TableKey, Table]:
+        """Every captured table's definition as the server has it now."""
+        return {k: t for k, t in read_tables(conn).items() if self._captured(*k)}
+
     def start_fresh(self, conn: Any, offset: dict[str, Any]) -> None:
-        """Version 0: every captured table as the server has it now (at the snapshot's or the
-        stream's first position); the file starts over."""
-        self.tables = {k: t for k, t in read_tables(conn).items() if self._captured(*k)}
+        """Version 0: every captured table as the server has it now (the stream's first
+        position); the file starts over."""
+        self.start_with(self.captured_tables(conn), offset)
+
+    def start_with(self, tables: dict[TableKey, Table], offset: dict[str, Any]) -> None:
+        """Version 0: ``tables``, the definitions at ``offset`` (a snapshot's point); the file
+        starts over."""
+        self.tables = dict(tables)
         self.version = 0
         if self.path is not None:
             self.path.parent.mkdir(parents=True, exist_ok=True)
@@ -118,9 +160,10 @@ class SchemaHistory:
                 out.flush()
                 os.fsync(out.fileno())
 
-    def recover(self, conn: Any, version: int) -> None:
+    def recover(self, conn: Any, version: int) -> bool:
         """The definitions as of ``version`` (the committed offset's); later lines, written
-        for DDL whose offsets were never committed, are dropped."""
+        for DDL whose offsets were never committed, are dropped. False: there was no history
+        to recover, the definitions are the server's now."""
         if self.path is None or not self.path.exists():
             log.warning(
                 "no schema history (%s): reading the tables' definitions from the server now; rows older than "
@@ -128,7 +171,7 @@ class SchemaHistory:
                 self.path,
             )
             self.start_fresh(conn, {})
-            return
+            return False
         kept: list[str] = []
         for line in self.path.read_text(encoding="utf-8").splitlines():
             try:
@@ -142,6 +185,7 @@ class SchemaHistory:
         self.version = version
         with open(self.path, "w", encoding="utf-8") as out:
             out.writelines(kept)
+        return True
 
     # -- streaming ---------------------------------------------------------------------------
     def apply(self, conn: Any, statement: str, database: str, offset: dict[str, Any]) -> bool:
@@ -183,17 +227,6 @@ class SchemaHistory:
             columns = tuple(MySqlColumn(**c) for c in raw["columns"])
             table = Table(raw["database"], raw["name"], columns, tuple(raw["key"]), raw.get("charset", "utf8mb4"))
             self.tables[(table.database, table.name)] = table
-
-    def table(self, database: str, name: str, column_count: int) -> Table | None:
-        """The definition for a row event of ``column_count`` columns; None if not captured."""
-        table = self.tables.get((database, name))
-        if table is not None and len(table.columns) != column_count:
-            raise SchemaMismatchError(
-                f"{database}.{name}: the binlog has {column_count} columns where the schema history has "
-                f"{len(table.columns)} ({', '.join(c.name for c in table.columns)}): the history missed a DDL; "
-                "take a new snapshot (snapshot.mode=when_needed after resetting the offsets)"
-            )
-        return table
 
 
 def _line(
