@@ -220,7 +220,7 @@ class PostgresTask(SourceTask):
         # (measured: 70k rows/s at 256 rows per batch, 48k at 2048).
         batch = min(self.settings["max.batch.size"], SNAPSHOT_BATCH)
         self._batches = self.snapshot.batches(
-            plans, batch, self.settings["snapshot.fetch.size"], progress=self.initial_snapshot
+            plans, batch, self.settings["snapshot.fetch.size"], progress=self.initial_snapshot, replan=self._replan
         )
 
     def _plans(self, tables: list[cat.TableColumns]) -> list[tuple[cat.TableColumns, TableSchema]]:
@@ -240,6 +240,11 @@ class PostgresTask(SourceTask):
             )
             for t in tables
         ]
+
+    def _replan(self, oid: int) -> tuple[cat.TableColumns, TableSchema] | None:
+        """A table's plan from the catalog as committed now (a DDL since it was planned)."""
+        found = [t for t in cat.captured_tables(self.catalog_conn, self.filters) if t.oid == oid]
+        return self._plans(found)[0] if found else None
 
     def _start_streaming(self) -> None:
         assert self.stream is not None
@@ -290,7 +295,7 @@ class PostgresTask(SourceTask):
             self.conninfo, None, self.builder.last_completed, self.builder, modes=self.modes, lookup=self.catalog.type
         )
         batch = min(self.settings["max.batch.size"], SNAPSHOT_BATCH)
-        self._batches = self.snapshot.batches(plans, batch, self.settings["snapshot.fetch.size"])
+        self._batches = self.snapshot.batches(plans, batch, self.settings["snapshot.fetch.size"], replan=self._replan)
         self._blocking = signal_id
 
     def _poll_stream(self) -> list[SourceRecord]:

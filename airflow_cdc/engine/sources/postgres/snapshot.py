@@ -9,6 +9,16 @@ provably the same, the query itself computes Debezium's values and psycopg loads
 (``snapshot_columns``); the remaining columns arrive as the same text the stream delivers and go
 through the same converters. Records are built ``batch_size`` rows at a time.
 
+A table altered after the snapshot's point and before it is read: PostgreSQL's rewriting DDL
+(``ALTER COLUMN ... TYPE``, ``TRUNCATE``) is not MVCC-safe - the exported snapshot would see the
+table empty, every row silently missing - and a dropped column fails the read. So before a table
+is read it is locked ``ACCESS SHARE`` (what the read takes anyway, held to the transaction's end:
+no DDL comes between the check and the read) and its catalog entry as the snapshot sees it is
+compared with the committed one; if they differ, that table and the rest are read in a fresh
+transaction with the table's definition now. Those rows are newer than the slot's point, and the
+changes streamed from the point converge on them, deletes included (as after an interrupted
+snapshot, ADR 0004). Debezium's lockless snapshot reads such a table empty.
+
 Measured here (``bench/pg_snapshot.py --quick``, 20 columns, 2 cores): the server-side cursor
 (a round trip per 2000 rows, the server idle while the engine works and the other way round)
 with every value converted in Python ran at 0.11 of ``psql COPY``; psycopg's row-by-row
@@ -18,6 +28,7 @@ with every value converted in Python ran at 0.11 of ``psql COPY``; psycopg's row
 from __future__ import annotations
 
 import contextlib
+import logging
 import time
 from collections.abc import Callable, Iterable, Iterator
 from itertools import islice
@@ -38,6 +49,18 @@ from airflow_cdc.engine.sources.postgres.types import TypeInfo, ValueModes
 #: libpq 17 added chunked-rows mode (``stream(size=...)``); older ones read through a cursor.
 CHUNKED_ROWS = psycopg.pq.version() >= 170000
 
+Plan = tuple[TableColumns, TableSchema]
+#: A table's plan from the catalog as committed now; None: the table is gone.
+Replan = Callable[[int], Plan | None]
+#: A table's storage and columns, as one snapshot of the catalog sees them.
+_CATALOG_ENTRY = """
+    select c.relfilenode, array_agg(array[a.attname::text, a.atttypid::text, a.atttypmod::text] order by a.attnum)
+    from pg_class c join pg_attribute a on a.attrelid = c.oid and a.attnum > 0 and not a.attisdropped
+    where c.oid = %s group by c.relfilenode
+"""
+
+log = logging.getLogger(__name__)
+
 
 class SnapshotReader:
     def __init__(
@@ -57,7 +80,9 @@ class SnapshotReader:
         self.consistent_lsn = consistent_lsn
         self._builder = builder
         self._modes, self._lookup = modes, lookup
+        self._conninfo = conninfo
         self._conn = psycopg.connect(conninfo, autocommit=False)
+        self._latest: psycopg.Connection[Any] | None = None  # the committed catalog, for the checks
         self._conn.execute("begin isolation level repeatable read read only")
         if snapshot_name is not None:
             self._conn.execute(sql.SQL("set transaction snapshot {}").format(sql.Literal(snapshot_name)))
@@ -71,18 +96,26 @@ class SnapshotReader:
 
     def batches(
         self,
-        tables: list[tuple[TableColumns, TableSchema]],
+        tables: list[Plan],
         batch_size: int,
         fetch_size: int = 2000,
         progress: InitialSnapshotNotifications | None = None,
+        replan: Replan | None = None,
     ) -> Iterator[list[SourceRecord]]:
         """Batches of ``op=r`` records, table after table; the last batch ends with the marker
-        that says the snapshot is complete. ``progress`` hears of each table's start and end."""
+        that says the snapshot is complete. ``progress`` hears of each table's start and end;
+        ``replan`` gives a table's plan as committed now, for one altered since it was planned."""
         batch: list[SourceRecord] = []
-        for index, (table, schema) in enumerate(tables):
+        for index, planned in enumerate(tables):
             if progress is not None:
-                progress.table_started(table.qualified)
+                progress.table_started(planned[0].qualified)
             rows_before = self.rows
+            current = self._guard(planned, replan)
+            if current is None:  # dropped since it was planned: no rows
+                if progress is not None:
+                    progress.table_completed(planned[0].qualified, 0)
+                continue
+            table, schema = current
             chunks = self._table_records(table, schema, batch_size, fetch_size)
             for records in marked(chunks, first_table=index == 0, last_table=index == len(tables) - 1):
                 batch += records
@@ -137,6 +170,39 @@ class SnapshotReader:
             self.rows += len(records)
             yield records
 
+    def _guard(self, planned: Plan, replan: Replan | None) -> Plan | None:
+        """Lock the table for the read and check that the snapshot can serve it with its plan
+        (see the module's docstring); the plan to read it with, None for a table gone."""
+        table = planned[0]
+        ident = sql.Identifier(table.schema, table.name)
+        try:
+            self._conn.execute(sql.SQL("lock table {} in access share mode").format(ident))
+        except psycopg.errors.UndefinedTable:
+            return None
+        seen = self._conn.execute(_CATALOG_ENTRY, (table.oid,)).fetchone()
+        now = self._latest_catalog().execute(_CATALOG_ENTRY, (table.oid,)).fetchone()
+        if seen != now:
+            log.warning(
+                "%s was altered after the snapshot's point (a rewrite or a column change, which an older snapshot "
+                "cannot read): reading it, and the tables after it, in a new transaction",
+                table.qualified,
+            )
+            self._conn.rollback()
+            self._conn.execute("begin isolation level repeatable read read only")
+            self._conn.execute(sql.SQL("lock table {} in access share mode").format(ident))
+            seen = self._conn.execute(_CATALOG_ENTRY, (table.oid,)).fetchone()
+        if seen is None:
+            return None
+        planned_columns = [[name, str(oid), str(mod)] for name, oid, mod in table.columns]
+        if list(seen[1]) == planned_columns or replan is None:
+            return planned
+        return replan(table.oid)  # planned before a DDL: the plan of the definition read now
+
+    def _latest_catalog(self) -> psycopg.Connection[Any]:
+        if self._latest is None:
+            self._latest = psycopg.connect(self._conninfo, autocommit=True)
+        return self._latest
+
     def _transaction_id(self) -> int | None:
         """``source.txId`` of snapshot events. Debezium calls ``txid_current()``, which assigns the
         snapshot transaction an id; a transaction holding an id makes every replication slot
@@ -163,8 +229,10 @@ class SnapshotReader:
             named.close()
 
     def close(self) -> None:
-        with contextlib.suppress(Exception):  # closing after an error must not mask it
-            self._conn.close()
+        for conn in (self._conn, self._latest):
+            if conn is not None:
+                with contextlib.suppress(Exception):  # closing after an error must not mask it
+                    conn.close()
 
 
 def marked(
