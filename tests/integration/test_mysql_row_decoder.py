@@ -24,7 +24,7 @@ from airflow_cdc.engine.sources.mysql.server import check_server
 from airflow_cdc.engine.sources.mysql.tracking import StartPoint
 from tests.compat import mariadb_cases as cases
 from tests.compat.record_row_events import SHAPES
-from tests.unit.test_mysql_row_decoder import librarys, same
+from tests.unit.binlog_rows import librarys, same
 
 pytestmark = pytest.mark.integration
 TABLES = (*cases.TABLES, "bin_key", "uuid_key")

@@ -5,12 +5,15 @@ decoding of the same bytes, with its table map as ``binlog_row_metadata=FULL`` w
 from __future__ import annotations
 
 import datetime as dt
+import math
 import struct
 from decimal import Decimal
 from types import SimpleNamespace
 from typing import Any
 
 from airflow_cdc.engine.sources.mysql.binlog_values import T
+from airflow_cdc.engine.sources.mysql.temporal import ZERO_DATE
+from airflow_cdc.engine.sources.mysql.types import MySqlColumn
 
 _DIGIT_BYTES = (0, 1, 1, 2, 2, 3, 3, 4, 4, 4)
 TABLE_ID = 77
@@ -155,6 +158,31 @@ def library_rows(columns: list[Any], rows: bytes, event_type: int = 0x1E) -> lis
     return list(wrapper.event.rows)
 
 
+def librarys(column: MySqlColumn, value: Any, reason: str | None) -> Any:
+    """The library's value as our decoder gives it: its reason-carrying Nones as values, and what
+    it misreads as the server wrote it."""
+    if value is None and reason and reason.startswith("out of"):
+        return ZERO_DATE
+    if value is None and reason == "empty set":
+        return set()
+    if column.data_type == "time" and isinstance(value, dt.timedelta):
+        # mysql-replication 1.0.x negates TIME2's packed integral part alone, then adds the
+        # (negative) fraction: a negative time with a fraction arrives as -(S + 1 - F) for -(S + F).
+        micros = value // dt.timedelta(microseconds=1)
+        seconds, fraction = divmod(micros, 1_000_000)
+        if micros < 0 and fraction:
+            return dt.timedelta(microseconds=(seconds + 1) * 1_000_000 - fraction)
+    if value == "" and column.charset is None and column.data_type not in ("enum", "set"):
+        return b""  # b"".decode("binary") looks no codec up: the library gives '' for no bytes
+    return value
+
+
+def same(ours: Any, theirs: Any) -> bool:
+    if isinstance(ours, float) and isinstance(theirs, float):
+        return struct.pack("<d", ours) == struct.pack("<d", theirs) or (math.isnan(ours) and math.isnan(theirs))
+    return type(ours) is type(theirs) and ours == theirs
+
+
 __all__ = [
     "T",
     "date_bytes",
@@ -162,6 +190,8 @@ __all__ = [
     "decimal_bytes",
     "library_column",
     "library_rows",
+    "librarys",
+    "same",
     "time2_bytes",
     "timestamp2_bytes",
 ]

@@ -12,8 +12,6 @@ from __future__ import annotations
 import base64
 import datetime as dt
 import json
-import math
-import struct
 from dataclasses import dataclass, replace
 from decimal import Decimal
 from pathlib import Path
@@ -27,7 +25,6 @@ from hypothesis import strategies as st
 from airflow_cdc.engine.sources.mysql.ddl import Table
 from airflow_cdc.engine.sources.mysql.row_decoder import RowDecodeError, compile_table
 from airflow_cdc.engine.sources.mysql.schema import SchemaMismatchError
-from airflow_cdc.engine.sources.mysql.temporal import ZERO_DATE
 from airflow_cdc.engine.sources.mysql.types import MySqlColumn
 from tests.unit.binlog_rows import (
     T,
@@ -36,6 +33,8 @@ from tests.unit.binlog_rows import (
     decimal_bytes,
     library_column,
     library_rows,
+    librarys,
+    same,
     time2_bytes,
     timestamp2_bytes,
 )
@@ -229,31 +228,6 @@ def table_of(kinds: tuple[str, ...]) -> tuple[Table, list[Any], list[Any]]:
 
 def bare(binlog: dict[str, Any]) -> Any:
     return SimpleNamespace(**{key: value for key, value in binlog.items() if key in BARE})
-
-
-def librarys(column: MySqlColumn, value: Any, reason: str | None) -> Any:
-    """The library's value as our decoder gives it: its reason-carrying Nones as values, and what
-    it misreads as the server wrote it."""
-    if value is None and reason and reason.startswith("out of"):
-        return ZERO_DATE
-    if value is None and reason == "empty set":
-        return set()
-    if column.data_type == "time" and isinstance(value, dt.timedelta):
-        # mysql-replication 1.0.x negates TIME2's packed integral part alone, then adds the
-        # (negative) fraction: a negative time with a fraction arrives as -(S + 1 - F) for -(S + F).
-        micros = value // dt.timedelta(microseconds=1)
-        seconds, fraction = divmod(micros, 1_000_000)
-        if micros < 0 and fraction:
-            return dt.timedelta(microseconds=(seconds + 1) * 1_000_000 - fraction)
-    if value == "" and column.charset is None and column.data_type not in ("enum", "set"):
-        return b""  # b"".decode("binary") looks no codec up: the library gives '' for no bytes
-    return value
-
-
-def same(ours: Any, theirs: Any) -> bool:
-    if isinstance(ours, float) and isinstance(theirs, float):
-        return struct.pack("<d", ours) == struct.pack("<d", theirs) or (math.isnan(ours) and math.isnan(theirs))
-    return type(ours) is type(theirs) and ours == theirs
 
 
 def assert_decodes_as_the_library(table: Table, full: list[Any], data: bytes, op: str) -> None:
