@@ -16,15 +16,14 @@ from typing import Any
 import pytest
 
 from airflow_cdc.engine.sources.mysql import temporal
+from airflow_cdc.engine.sources.mysql.java_floats import float32, java_double_string
+from airflow_cdc.engine.sources.mysql.structured import mysql_json
 from airflow_cdc.engine.sources.mysql.types import (
     MySqlColumn,
     ValueModes,
     binlog_converter,
     default_literal,
     enum_options,
-    float32,
-    java_double_string,
-    mysql_json,
     snapshot_converter,
 )
 

@@ -27,12 +27,8 @@ from __future__ import annotations
 
 import base64
 import datetime as dt
-import functools
 import logging
-import math
 import re
-import struct
-import uuid
 from binascii import b2a_base64
 from collections.abc import Callable, Mapping
 from dataclasses import dataclass
@@ -40,6 +36,21 @@ from decimal import Decimal
 from typing import Any
 
 from airflow_cdc.engine.sources.mysql import temporal
+from airflow_cdc.engine.sources.mysql.java_floats import float32, widened_float32
+from airflow_cdc.engine.sources.mysql.structured import (
+    GEOMETRY_TYPES,
+    as_text,
+    bit1_from_binlog,
+    bit1_from_snapshot,
+    bit_length,
+    bits,
+    geometry,
+    mysql_json,
+    plain_string,
+    point,
+    raw_bytes,
+    uuid_from_binlog,
+)
 
 log = logging.getLogger(__name__)
 
@@ -71,12 +82,12 @@ class MySqlColumn:
     def from_information_schema(cls, row: Mapping[str, Any]) -> MySqlColumn:
         """A ``COLUMNS`` row, keys as information_schema names them (any case)."""
         get = {str(k).upper(): v for k, v in row.items()}.get
-        column_type = _text(get("COLUMN_TYPE")).lower()
+        column_type = as_text(get("COLUMN_TYPE")).lower()
         return cls(
-            name=_text(get("COLUMN_NAME")),
-            data_type=_text(get("DATA_TYPE")).lower(),
+            name=as_text(get("COLUMN_NAME")),
+            data_type=as_text(get("DATA_TYPE")).lower(),
             column_type=column_type,
-            nullable=_text(get("IS_NULLABLE") or "YES").upper() == "YES",
+            nullable=as_text(get("IS_NULLABLE") or "YES").upper() == "YES",
             charset=_optional_text(get("CHARACTER_SET_NAME")),
             length=_optional_int(get("CHARACTER_MAXIMUM_LENGTH")),
             precision=_optional_int(get("NUMERIC_PRECISION")),
@@ -87,12 +98,8 @@ class MySqlColumn:
         )
 
 
-def _text(value: Any) -> str:
-    return value.decode() if isinstance(value, bytes) else str(value)
-
-
 def _optional_text(value: Any) -> str | None:
-    return None if value is None else _text(value)
+    return None if value is None else as_text(value)
 
 
 def _optional_int(value: Any) -> int | None:
@@ -185,16 +192,11 @@ def _unscaled(value: Decimal, scale: int) -> int:
     return -unscaled if sign else unscaled
 
 
-def _plain_string(value: Decimal) -> str:
-    """``BigDecimal.toPlainString()``: no exponent, and no negative zero."""
-    return format(value if value else abs(value), "f")
-
-
 def _decimal(mode: str, scale: int) -> Converter:
     if mode == "double":
         return float
     if mode == "string":
-        return _plain_string
+        return plain_string
     return _precise(scale)
 
 
@@ -207,158 +209,6 @@ def _wrapped_int64(value: int) -> int:
     return value - _INT64 if value >= 1 << 63 else value
 
 
-_FLOAT = struct.Struct("<f")
-_FLOAT_BITS = struct.Struct("<I")
-_DOUBLE_BITS = struct.Struct("<Q")
-
-
-def float32(value: float) -> float:
-    """A ``float`` column's value as Debezium emits it: a Java float, which Kafka Connect's JSON
-    converter writes with ``Float.toString``. On the JVM the oracle runs (17; Java 19 changed
-    it, JDK-4511638) that gives FloatingDecimal's digits, not always the shortest that read
-    back as the float: 1.17549435E-38 and 2.2856919E9, not 1.1754944E-38 and 2.285692E9 (about
-    one value in ten of those written with an exponent). The result is the double those
-    digits read as, which is what a consumer of the JSON sees."""
-    packed = _FLOAT.pack(float(value))  # float(): a ValueError for text, not a struct.error
-    single: float = _FLOAT.unpack(packed)[0]
-    if not single or not math.isfinite(single):
-        return single
-    return _java_float(_FLOAT_BITS.unpack(packed)[0])
-
-
-@functools.lru_cache(maxsize=4096)  # keyed by the bits: 0.0 and -0.0 are equal floats
-def _java_float(bits: int) -> float:
-    fraction, exponent = bits & 0x7FFFFF, (bits >> 23) & 0xFF
-    if exponent:
-        digits, decimal_exponent = _java_digits(exponent - 127, (fraction | 1 << 23) << 29, 24)
-    else:  # subnormal: normalised as FloatingDecimal does
-        shift = 32 - fraction.bit_length() - 8
-        digits, decimal_exponent = _java_digits(1 - shift - 127, fraction << shift << 29, fraction.bit_length())
-    return float(f"{'-' if bits >> 31 else ''}0.{digits}e{decimal_exponent}")
-
-
-def widened_float32(value: float) -> float:
-    """``float(M,D)`` in a snapshot: its text read as a Java float, widened to double."""
-    return float(_FLOAT.unpack(_FLOAT.pack(float(value)))[0])
-
-
-def java_double_string(value: float) -> str:
-    """``Double.toString`` as Java 17 writes it (FloatingDecimal's digits)."""
-    if not math.isfinite(value):
-        return "NaN" if value != value else ("Infinity" if value > 0 else "-Infinity")
-    if not value:
-        return "-0.0" if math.copysign(1.0, value) < 0 else "0.0"
-    bits = _DOUBLE_BITS.unpack(struct.pack("<d", value))[0]
-    fraction, exponent = bits & ((1 << 52) - 1), (bits >> 52) & 0x7FF
-    if exponent:
-        digits, decimal_exponent = _java_digits(exponent - 1023, fraction | 1 << 52, 53)
-    else:  # subnormal
-        shift = 64 - fraction.bit_length() - 11
-        digits, decimal_exponent = _java_digits(1 - shift - 1023, fraction << shift, fraction.bit_length())
-    return ("-" if value < 0 else "") + _java_layout(digits, decimal_exponent)
-
-
-def _java_layout(digits: str, exponent: int) -> str:
-    """FloatingDecimal.getChars: plain for 1e-3 <= |x| < 1e7, else d.dddE±n."""
-    if 0 < exponent < 8:
-        whole, fraction = digits[:exponent].ljust(exponent, "0"), digits[exponent:]
-        return f"{whole}.{fraction or '0'}"
-    if -3 < exponent <= 0:
-        return "0." + "0" * -exponent + digits
-    return f"{digits[0]}.{digits[1:] or '0'}E{exponent - 1}"
-
-
-# jdk.internal.math.FloatingDecimal.BinaryToASCIIBuffer.dtoa (JDK 8-18), on Python integers:
-# the value is 0.<digits> * 10**exponent. Its int and long branches overflow as Java does.
-_N_5_BITS = (0, 3, 5, 7, 10, 12, 14, 17, 19, 21, 24, 26, 28, 31, 33, 35, 38, 40, 42, 45, 47, 49, 52, 54, 56, 59, 61)
-_INSIGNIFICANT_FOR_POW2 = (
-    0, 0, 0, 0, 1, 1, 1, 2, 2, 2, 3, 3, 3, 3, 4, 4, 4, 5, 5, 5, 6, 6, 6, 6, 7, 7, 7, 8, 8, 8, 9, 9, 9, 9, 10, 10,
-    10, 11, 11, 11, 12, 12, 12, 12, 13, 13, 13, 14, 14, 14, 15, 15, 15, 15, 16, 16, 16, 17, 17, 17, 18, 18, 18, 19,
-)  # fmt: skip
-
-
-def _java_digits(bin_exp: int, fract_bits: int, n_significant: int) -> tuple[str, int]:
-    tail_zeros = (fract_bits & -fract_bits).bit_length() - 1
-    n_fract_bits = 53 - tail_zeros
-    n_tiny_bits = max(0, n_fract_bits - bin_exp - 1)
-    if n_tiny_bits == 0 and -21 <= bin_exp <= 62:  # an integer that fits a long
-        p2 = bin_exp - n_significant - 1
-        insignificant = _INSIGNIFICANT_FOR_POW2[p2] if 1 < p2 < len(_INSIGNIFICANT_FOR_POW2) else 0
-        whole = fract_bits << (bin_exp - 52) if bin_exp >= 52 else fract_bits >> (52 - bin_exp)
-        return _long_digits(whole, insignificant)
-    # estimateDecExp: log10 from the mantissa's first-order series, in the same double arithmetic
-    mantissa = (fract_bits & ((1 << 52) - 1)) / (1 << 52) + 1.0
-    dec_exp = math.floor((mantissa - 1.5) * 0.289529654 + 0.176091259 + bin_exp * 0.301029995663981)
-    b5, s5 = max(0, -dec_exp), max(0, dec_exp)
-    b2, s2 = b5 + n_tiny_bits + bin_exp - (n_fract_bits - 1), s5 + n_tiny_bits
-    m2 = b5 + n_tiny_bits + bin_exp - n_significant
-    common = min(b2, s2)
-    b2, s2, m2 = b2 - common, s2 - common, m2 - common - (n_fract_bits == 1)
-    if m2 < 0:
-        b2, s2, m2 = b2 - m2, s2 - m2, 0
-    b_bits = n_fract_bits + b2 + (_N_5_BITS[b5] if b5 < len(_N_5_BITS) else b5 * 3)
-    ten_s_bits = s2 + 1 + (_N_5_BITS[s5 + 1] if s5 + 1 < len(_N_5_BITS) else (s5 + 1) * 3)
-    width = (32 if b_bits < 32 and ten_s_bits < 32 else 64) if b_bits < 64 and ten_s_bits < 64 else 0
-    b, s, m = (fract_bits >> tail_zeros) * 5**b5 << b2, 5**s5 << s2, 5**b5 << m2
-    return _generate_digits(b, s, m, dec_exp, width)
-
-
-def _long_digits(value: int, insignificant: int) -> tuple[str, int]:
-    if insignificant:
-        value, residue = divmod(value, 10**insignificant)
-        value += residue >= 10**insignificant >> 1
-    text = str(value)
-    return text.rstrip("0"), len(text) + insignificant
-
-
-def _wrap(value: int, width: int) -> int:
-    """Java's int (32) or long (64) arithmetic; 0: FDBigInteger's, which does not overflow."""
-    if not width:
-        return value
-    value &= (1 << width) - 1
-    return value - (1 << width) if value >> (width - 1) else value
-
-
-def _generate_digits(b: int, s: int, m: int, dec_exp: int, width: int) -> tuple[str, int]:
-    tens = s * 10
-    digits: list[int] = []
-    first = True
-    while True:
-        q, b = divmod(b, s)
-        b *= 10
-        m = _wrap(m * 10, width)
-        if width and not first and m <= 0:  # "m might overflow": stop
-            low = high = True
-        else:  # FDBigInteger's test is >=, the int and long branches' >
-            low, high = b < m, (b + m >= tens) if not width else _wrap(b + m, width) > tens
-        if first and q == 0 and not high:
-            dec_exp -= 1  # the estimate was one too high: drop the leading zero
-        else:
-            digits.append(q)
-        if first and (dec_exp < -3 or dec_exp >= 8):
-            low = high = False  # E-form: at least two digits
-        first = False
-        if low or high:
-            break
-    difference = _wrap((b << 1) - tens, width) if width or (high and low) else 0
-    if high and (not low or difference > 0 or (difference == 0 and digits[-1] & 1)):
-        return _rounded_up(digits, dec_exp + 1)
-    return "".join(map(str, digits)), dec_exp + 1
-
-
-def _rounded_up(digits: list[int], exponent: int) -> tuple[str, int]:
-    i = len(digits) - 1
-    while i > 0 and digits[i] == 9:
-        digits[i] = 0
-        i -= 1
-    if digits[i] == 9:  # carry out of the first digit
-        digits[0] = 1
-        exponent += 1
-    else:
-        digits[i] += 1
-    return "".join(map(str, digits)), exponent
-
-
 # --- bytes and text ------------------------------------------------------------------------
 
 _BINARY_ENCODERS: dict[str, Callable[[bytes], str]] = {
@@ -369,23 +219,14 @@ _BINARY_ENCODERS: dict[str, Callable[[bytes], str]] = {
 }
 
 
-def _raw(value: Any) -> bytes:
-    """mysql-replication yields ``''`` (a str) for an empty binary value."""
-    if isinstance(value, str):
-        return value.encode()
-    if isinstance(value, bytes | bytearray):
-        return bytes(value)
-    raise TypeError(f"not bytes: {type(value).__name__}")
-
-
 def _binary(mode: str, pad_to: int | None) -> Converter:
     """binary/varbinary/blob in ``binary.handling.mode``; a ``binary(n)`` arrives from the
     binlog without its trailing zero bytes, which Debezium puts back (DBZ-254)."""
     encode = _BINARY_ENCODERS[mode]
     if pad_to:
         width = pad_to
-        return lambda value: encode(_raw(value).ljust(width, b"\0"))
-    return lambda value: encode(_raw(value))
+        return lambda value: encode(raw_bytes(value).ljust(width, b"\0"))
+    return lambda value: encode(raw_bytes(value))
 
 
 #: Python codecs of MySQL charsets whose name Python does not know (MySQL's latin1 is cp1252).
@@ -401,9 +242,9 @@ def _string(charset: str | None) -> Converter:
         if isinstance(value, str):
             return value
         try:
-            return _raw(value).decode(codec, "replace")
+            return raw_bytes(value).decode(codec, "replace")
         except LookupError:
-            return _raw(value).decode("utf-8", "replace")
+            return raw_bytes(value).decode("utf-8", "replace")
 
     return convert
 
@@ -433,105 +274,6 @@ def _set_from_binlog(column: MySqlColumn) -> Converter:
     return lambda members: ",".join(option for option in options if option in members)
 
 
-# --- bits, geometry, uuid, json ------------------------------------------------------------
-
-
-def _bit_length(column: MySqlColumn) -> int:
-    match = re.search(r"\((\d+)\)", column.column_type)
-    return int(match.group(1)) if match else (column.precision or 1)
-
-
-def _bits(length: int, from_text: bool) -> Converter:
-    """bit(n>1): Debezium's Bits, the value's ``ceil(n/8)`` bytes little-endian (base64 in JSON,
-    whatever binary.handling.mode says). mysql-replication yields the bits as '0'/'1' text,
-    most significant first; PyMySQL yields the bytes big-endian."""
-    size = (length + 7) // 8
-    if from_text:
-        return lambda text: base64.b64encode(int(text, 2).to_bytes(size, "little")).decode("ascii")
-    return lambda raw: base64.b64encode(int.from_bytes(raw, "big").to_bytes(size, "little")).decode("ascii")
-
-
-def _bit1_from_binlog(text: str) -> bool:
-    return int(text, 2) != 0
-
-
-def _bit1_from_snapshot(raw: bytes) -> bool:
-    return int.from_bytes(raw, "big") != 0
-
-
-_GEOMETRY_TYPES = frozenset(
-    ("geometry", "linestring", "polygon", "multipoint", "multilinestring", "multipolygon", "geometrycollection",
-     "geomcollection")
-)  # fmt: skip
-_XY = {1: struct.Struct("<dd"), 0: struct.Struct(">dd")}
-
-
-def geometry(raw: bytes) -> dict[str, Any]:
-    """io.debezium.data.geometry.Geometry {wkb, srid} (wkb in base64): MySQL's value is a
-    little-endian SRID (0 is none: null) followed by the WKB."""
-    raw = _raw(raw)
-    srid = int.from_bytes(raw[:4], "little")
-    return {"wkb": base64.b64encode(raw[4:]).decode("ascii"), "srid": srid or None}
-
-
-def point(raw: bytes) -> dict[str, Any]:
-    """io.debezium.data.geometry.Point: a Geometry with the point's x and y."""
-    value = geometry(raw)
-    wkb = _raw(raw)[4:]
-    if len(wkb) != 21 or wkb[0] not in _XY:
-        raise ValueError(f"not a WKB point: {wkb[:8].hex()}...")
-    x, y = _XY[wkb[0]].unpack_from(wkb, 5)
-    return {"x": x, "y": y, **value}
-
-
-def _uuid_from_binlog(raw: Any) -> str:
-    """MariaDB's uuid: 16 bytes in the binlog, its trailing zero bytes stripped. Debezium reads
-    what is left as the whole number and shifts the uuid; we put the zeros back (a deliberate
-    deviation, the oracle's allowance table names it)."""
-    return str(uuid.UUID(bytes=_raw(raw).ljust(16, b"\0")))
-
-
-_JSON_ESCAPES = {'"': '\\"', "\\": "\\\\", "\b": "\\b", "\t": "\\t", "\f": "\\f", "\n": "\\n", "\r": "\\r"}
-_JSON_ESCAPED = re.compile(r'["\\\x00-\x1f]')
-
-
-def _json_string(text: str) -> str:
-    return '"' + _JSON_ESCAPED.sub(lambda m: _JSON_ESCAPES.get(m[0], f"\\u{ord(m[0]):04X}"), text) + '"'
-
-
-def mysql_json(value: Any) -> str:
-    """MySQL's binary JSON as mysql-replication parses it (dicts with bytes keys, bytes
-    strings) -> the text Debezium's binlog reader writes (JsonBinary.parseAsString: no spaces,
-    doubles as Java writes them, exponents expanded). MariaDB's json is text: as it is. (Not
-    checked against the oracle, which runs MariaDB.)"""
-    if isinstance(value, str):
-        return value
-    return _json_text(value)
-
-
-def _json_text(value: Any) -> str:
-    if value is None:
-        return "null"
-    if value is True or value is False:
-        return "true" if value else "false"
-    if isinstance(value, bytes | str):
-        return _json_string(value.decode("utf-8", "replace") if isinstance(value, bytes) else value)
-    if isinstance(value, dict):
-        return "{" + ",".join(f"{_json_string(_text(key))}:{_json_text(item)}" for key, item in value.items()) + "}"
-    if isinstance(value, list):
-        return "[" + ",".join(_json_text(v) for v in value) + "]"
-    if isinstance(value, int):
-        return str(value)
-    if isinstance(value, float):
-        text = java_double_string(value)
-        return format(Decimal(value), "f") if "E" in text else text
-    if isinstance(value, Decimal):
-        return _plain_string(value)
-    if isinstance(value, dt.date | dt.timedelta):
-        return _json_string(temporal.json_text(value))
-    raise TypeError(f"not a JSON value: {type(value).__name__}")
-
-
 # --- choosing a converter ------------------------------------------------------------------
 
 
@@ -555,7 +297,7 @@ _FIXED: dict[str, Converter] = {
     "boolean": _boolean,
     "bool": _boolean,
     "point": point,
-    **dict.fromkeys(_GEOMETRY_TYPES, geometry),
+    **dict.fromkeys(GEOMETRY_TYPES, geometry),
 }
 
 
@@ -592,12 +334,12 @@ def binlog_converter(column: MySqlColumn, modes: ValueModes) -> Converter | None
     if kind == "set":
         return _set_from_binlog(column)
     if kind == "bit":
-        length = _bit_length(column)
-        return _bit1_from_binlog if length == 1 else _bits(length, from_text=True)
+        length = bit_length(column.column_type, column.precision)
+        return bit1_from_binlog if length == 1 else bits(length, from_text=True)
     if kind == "json":
         return mysql_json
     if kind == "uuid":
-        return _uuid_from_binlog
+        return uuid_from_binlog
     return _common(column, modes) or _left_out(column)
 
 
@@ -612,8 +354,8 @@ def snapshot_converter(column: MySqlColumn, modes: ValueModes) -> Converter | No
     if kind in ("enum", "set", "json", "uuid"):
         return _string(column.charset)
     if kind == "bit":
-        length = _bit_length(column)
-        return _bit1_from_snapshot if length == 1 else _bits(length, from_text=False)
+        length = bit_length(column.column_type, column.precision)
+        return bit1_from_snapshot if length == 1 else bits(length, from_text=False)
     return _common(column, modes) or _left_out(column)
 
 
