@@ -67,7 +67,7 @@ def assert_target_equals_source(bootstrap: str, topic: str, expected: dict[str, 
     try:
         consume_until(bootstrap, topic, lambda e: apply(e) == expected, timeout)
     except AssertionError:
-        events = consume_until(bootstrap, topic, lambda e: True, 5)
+        events = consume_until(bootstrap, topic, lambda e: True, 60)
         raise AssertionError(image_diff(expected, apply(events))) from None
 
 
@@ -157,7 +157,7 @@ def test_broker_down_and_back_mid_stream_loses_nothing(
         assert engine.state.value == "POLLING_TASKS"
         assert engine.error is None
     assert sink.recoveries == 0
-    assert_in_order_per_key(consume_until(broker.bootstrap_servers, topic, lambda e: True, 5))
+    assert_in_order_per_key(consume_until(broker.bootstrap_servers, topic, lambda e: True, 60))
 
 
 def test_records_that_time_out_are_sent_again_in_order(
