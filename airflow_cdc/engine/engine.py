@@ -290,6 +290,15 @@ class Engine:
         for runner in self._runners:
             runner.paused.clear()
 
+    def commit_now(self, timeout: float = 10.0) -> bool:
+        """Commit every task's delivered records now, whatever ``offset.flush.interval.ms`` says;
+        True when every task did so within ``timeout`` seconds (each at its next loop, about
+        ``poll.interval.ms``)."""
+        if self.state is not EngineState.POLLING_TASKS:
+            return False
+        deadline = self._clock.monotonic() + timeout
+        return all(r.request_commit(max(0.0, deadline - self._clock.monotonic())) for r in self._runners)
+
     @property
     def paused(self) -> bool:
         return bool(self._runners) and all(r.paused.is_set() for r in self._runners)

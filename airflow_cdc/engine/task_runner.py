@@ -19,6 +19,9 @@ from airflow_cdc.engine.storage.base import OffsetStore
 
 log = logging.getLogger(__name__)
 
+#: How long a commit asked for from outside waits for the sink to make its buffer durable.
+FLUSH_ON_REQUEST_S = 5.0
+
 
 @dataclass(frozen=True)
 class TaskEnvironment:
@@ -56,6 +59,11 @@ class TaskRunner:
         self.paused = threading.Event()
         self.idling = False
         self.started = threading.Event()  # set when start() returned or raised
+        #: A commit asked for from outside (request_commit): served by the task's own thread at
+        #: its next loop, which alone writes this task's offsets.
+        self._commit_asked = threading.Event()
+        self._commit_served = threading.Condition()
+        self._commits_served = 0
         self.start_error: BaseException | None = None
         self.error: BaseException | None = None
         self.polled = 0
@@ -94,9 +102,33 @@ class TaskRunner:
                 self._poll_until_stopped()
         self._finish()
 
+    def request_commit(self, timeout: float) -> bool:
+        """Commit what is delivered now, without waiting for the commit policy (a sensor waiting
+        for "caught up" must not wait for the next periodic flush); True once the task's thread
+        served the request within ``timeout`` seconds."""
+        with self._commit_served:
+            served = self._commits_served
+            self._commit_asked.set()
+            return self._commit_served.wait_for(lambda: self._commits_served > served, timeout)
+
+    def _serve_commit_request(self) -> None:
+        if not self._commit_asked.is_set():
+            return
+        self._commit_asked.clear()
+        try:
+            # What the sink still buffers (a changelog's open segment) is made durable first, so
+            # that "committed" covers everything delivered so far.
+            self._processor.flush(FLUSH_ON_REQUEST_S)
+            self.maybe_commit(force=True)
+        finally:
+            with self._commit_served:
+                self._commits_served += 1
+                self._commit_served.notify_all()
+
     def _poll_until_stopped(self) -> None:
         try:
             while not self._stop.is_set():
+                self._serve_commit_request()
                 if self.paused.is_set():
                     self.idling = True  # the pause has taken effect: no poll is under way
                     self.task.idle()

@@ -88,7 +88,7 @@ class CdcEngineHook(BaseHook):
                 source_position=_source_position(settings, self._source(settings)),
             )
         url, token = engine_address(settings)
-        return EngineClient(url, token, timeout=settings.timeout)
+        return EngineClient(url, token, timeout=settings.timeout, tls=settings.tls())
 
     async def get_async_client(self) -> AsyncEngineClient:
         """The same as coroutines, for triggers (``async with await hook.get_async_client()``)."""
@@ -101,7 +101,7 @@ class CdcEngineHook(BaseHook):
                 **self._connect_arguments(settings), source_position=_source_position(settings, source)
             )
         url, token = engine_address(settings)
-        return AsyncEngineClient(url, token, timeout=settings.timeout)
+        return AsyncEngineClient(url, token, timeout=settings.timeout, tls=settings.tls())
 
     # -- a connector on Kafka Connect ------------------------------------------------------------
     @staticmethod

@@ -10,7 +10,10 @@ Connection fields (ADR 0011):
 * ``login`` - the instance's name (informative; checked against the API's answer);
 * extra ``config_path`` - the instance's config file on the worker: the hook can start the
   instance detached from it, and find its API in ``<state.dir>/instance.json``;
-* extra ``timeout`` - seconds per API call (default 10).
+* extra ``timeout`` - seconds per API call (default 10);
+* extras ``ssl_ca``, ``ssl_cert``, ``ssl_key`` - for an ``https://`` API: the CA bundle its
+  certificate is checked with (default: the system's), and this client's certificate and key
+  when the instance asks for one (``api.ssl.cafile``); paths on the worker.
 
 A ``kafka_connect`` connection (issue 17, ADR 0017) names a Debezium connector on a Kafka Connect
 cluster instead, driven by the same operators:
@@ -30,6 +33,7 @@ cluster instead, driven by the same operators:
 from __future__ import annotations
 
 import json
+import ssl
 from collections.abc import Mapping
 from dataclasses import dataclass
 from typing import Any
@@ -37,7 +41,7 @@ from urllib.parse import urlsplit
 
 from airflow_cdc.engine.errors import ConfigError, ConfigProblem
 from airflow_cdc.engine.server import control
-from airflow_cdc.engine.server.client import EngineClient
+from airflow_cdc.engine.server.client import EngineClient, tls_context
 from airflow_cdc.engine.server.config_file import load_config_file
 
 DEFAULT_TIMEOUT = 10.0
@@ -60,10 +64,20 @@ class EngineConnection:
     bootstrap_servers: str | None = None
     notification_topic: str | None = None
     source_conn_id: str | None = None
+    #: An https API: the CA bundle, and this client's certificate and key (paths on the worker).
+    ssl_ca: str | None = None
+    ssl_cert: str | None = None
+    ssl_key: str | None = None
 
     @property
     def kafka_connect(self) -> bool:
         return self.backend == KAFKA_CONNECT
+
+    def tls(self) -> ssl.SSLContext | None:
+        """The context an https API is checked with; None: the system's defaults."""
+        if not (self.ssl_ca or self.ssl_cert):
+            return None
+        return tls_context(self.ssl_ca, self.ssl_cert, self.ssl_key)
 
     def __repr__(self) -> str:  # the token never reaches a log line
         token = "***" if self.token else None
@@ -136,7 +150,20 @@ def engine_connection(
         raise ConfigError(
             [ConfigProblem(f"{conn_id}.extra.timeout", f"{extras.get('timeout')!r} is not a number", "give seconds")]
         ) from None
-    return EngineConnection(url, password or None, login or None, config_path, timeout)
+    return EngineConnection(
+        url,
+        password or None,
+        login or None,
+        config_path,
+        timeout,
+        ssl_ca=_text(extras, "ssl_ca"),
+        ssl_cert=_text(extras, "ssl_cert"),
+        ssl_key=_text(extras, "ssl_key"),
+    )
+
+
+def _text(extras: Mapping[str, Any], key: str) -> str | None:
+    return str(extras[key]) if extras.get(key) else None
 
 
 def _connect_connection(
@@ -174,9 +201,6 @@ def _connect_connection(
             [ConfigProblem(f"{conn_id}.extra.timeout", f"{extras.get('timeout')!r} is not a number", "give seconds")]
         ) from None
 
-    def text(key: str) -> str | None:
-        return str(extras[key]) if extras.get(key) else None
-
     return EngineConnection(
         url,
         password or None,
@@ -185,9 +209,9 @@ def _connect_connection(
         timeout,
         backend=KAFKA_CONNECT,
         login=login or None,
-        bootstrap_servers=text("bootstrap_servers"),
-        notification_topic=text("notification_topic"),
-        source_conn_id=text("source_conn_id"),
+        bootstrap_servers=_text(extras, "bootstrap_servers"),
+        notification_topic=_text(extras, "notification_topic"),
+        source_conn_id=_text(extras, "source_conn_id"),
     )
 
 
@@ -213,4 +237,4 @@ def engine_address(settings: EngineConnection) -> tuple[str, str | None]:
 def engine_client(settings: EngineConnection) -> EngineClient:
     """The control-API client of the connection's instance (close it, or use ``with``)."""
     url, token = engine_address(settings)
-    return EngineClient(url, token, timeout=settings.timeout)
+    return EngineClient(url, token, timeout=settings.timeout, tls=settings.tls())

@@ -1,5 +1,9 @@
-"""What the airflow-cdc sensors share: deferrable by default (``[operators] default_deferrable``),
-with poke mode available, and one judge of the trigger's event for both.
+"""What the airflow-cdc sensors share: deferrable by default, with poke mode available, and one
+judge of the trigger's event for both.
+
+Deferrable whatever Airflow's ``[operators] default_deferrable`` says (False unless set): that
+default suits short waits, and a CDC wait - a snapshot, catching up - lasts minutes to hours, a
+worker slot held all along. ``deferrable=False`` pokes (mode ``poke`` or ``reschedule``).
 
 ``execute()`` only defers (or, not deferrable, pokes); ``execute_complete()`` only judges the
 event. A poke is one look of the same trigger, run to completion on a short-lived event loop,
@@ -14,7 +18,7 @@ import asyncio
 from datetime import timedelta
 from typing import Any
 
-from airflow.sdk import BaseSensorOperator, Context, PokeReturnValue, conf
+from airflow.sdk import BaseSensorOperator, Context, PokeReturnValue
 
 from airflow_cdc.hooks.engine import CdcEngineHook
 from airflow_cdc.links import CdcInstanceLink
@@ -26,8 +30,8 @@ class CdcBaseSensor(BaseSensorOperator):
     """Base of the airflow-cdc sensors.
 
     :param cdc_conn_id: the engine instance's connection (type ``cdc_engine``).
-    :param deferrable: wait in the triggerer, freeing the worker slot (default: the
-        ``[operators] default_deferrable`` setting); False pokes every ``poke_interval``.
+    :param deferrable: wait in the triggerer, freeing the worker slot (default True: a CDC wait
+        is long); False pokes every ``poke_interval``.
     :param poke_interval: seconds between two looks at the instance (deferred or not).
     :param unavailable_timeout: seconds the instance may not answer (restarting, stopped)
         before the task fails, naming the fix; it then stays retriable.
@@ -40,7 +44,7 @@ class CdcBaseSensor(BaseSensorOperator):
         self,
         *,
         cdc_conn_id: str = CdcEngineHook.default_conn_name,
-        deferrable: bool = conf.getboolean("operators", "default_deferrable", fallback=False),
+        deferrable: bool = True,
         poke_interval: timedelta | float = 5.0,
         unavailable_timeout: float = 60.0,
         **kwargs: Any,

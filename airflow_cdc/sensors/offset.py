@@ -34,7 +34,7 @@ class CdcOffsetSensor(CdcBaseSensor):
 
     :param cdc_conn_id: the instance's connection (type ``cdc_engine``).
     :param target: None (the default), ``"current"``, or a position (templated).
-    :param deferrable: wait in the triggerer (default ``[operators] default_deferrable``).
+    :param deferrable: wait in the triggerer (default True); False pokes.
     :return: (XCom) ``{"target", "positions"}``: each task's partition and committed, current
         and target positions when the wait ended.
     """
@@ -79,7 +79,7 @@ class CdcConsumerLagSensor(CdcBaseSensor):
     :param max_lag: records the group may still have to read, over all partitions.
     :param topics: the topics to measure (templated; default: the instance's).
     :param kafka_conn_id: a ``kafka`` connection, when the sink's settings do not reach the brokers.
-    :param deferrable: wait in the triggerer (default ``[operators] default_deferrable``).
+    :param deferrable: wait in the triggerer (default True); False pokes.
     :return: (XCom) ``{"group_id", "total", "partitions"}``: the lag per ``topic:partition``.
     """
 

@@ -48,7 +48,7 @@ class CdcSnapshotSensor(CdcBaseSensor):
     :param accept_statuses: table statuses that count as done (default ``SUCCEEDED`` and
         ``EMPTY``: an empty table, or a filtered window without rows, was read completely; pass
         ``["SUCCEEDED"]`` to fail when a table turns out empty).
-    :param deferrable: wait in the triggerer (default ``[operators] default_deferrable``).
+    :param deferrable: wait in the triggerer (default True); False pokes.
     :return: (XCom) ``{"signal_id", "topic_prefix", "rows", "offsets"}``: ``rows`` by table,
         ``offsets`` each partition's committed offset and position at completion.
     """

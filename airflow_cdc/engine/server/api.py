@@ -1,32 +1,35 @@
-"""The control HTTP API of an engine instance (stdlib ``http.server``; ADRs 0006 and 0010).
+"""The control HTTP API of an engine instance: FastAPI, served by uvicorn (``api_server.py``; ADR 0019).
 
-Bound to loopback by default; every route but ``/health`` and ``/openapi.json`` needs
-``Authorization: Bearer <token>``. Answers are built from the models in ``models.py``, which
-the client (``client.py``) reads back; errors are Kafka Connect's ``{"error_code", "message"}``.
-Besides its own routes it answers the read side of Kafka Connect's REST API for its one
-connector (``/connectors``, ``/connectors/<name>``, ``.../status``, ``.../offsets``,
-``PUT .../stop``), so a client written for a Debezium connector on a Connect cluster can drive
-an embedded instance the same way.
+Every route but ``/health`` and ``/openapi.json`` needs ``Authorization: Bearer <token>``, and
+an empty token is never accepted (an instance refuses to serve without one). Answers are built
+from the models in ``models.py``, which the client (``client.py``) reads back; errors are Kafka
+Connect's ``{"error_code", "message"}``. Besides its own routes it answers Kafka Connect's REST
+API for its one connector (``/connectors``, ``/connectors/<name>``, ``.../status``,
+``.../offsets``, ``PUT .../stop|pause|resume``), so a client written for a Debezium connector on
+a Connect cluster drives an embedded instance the same way. The OpenAPI document is generated
+from the routes.
 """
 
 from __future__ import annotations
 
+import asyncio
 import hmac
 import logging
-import threading
 from collections.abc import Callable
 from http import HTTPStatus
-from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 from typing import TYPE_CHECKING, Any
-from urllib.parse import parse_qs, urlsplit
 
 import orjson
+from fastapi import APIRouter, Depends, FastAPI, Request
+from fastapi.exceptions import RequestValidationError
+from fastapi.responses import JSONResponse, Response
+from fastapi.security import HTTPAuthorizationCredentials, HTTPBearer
+from starlette.exceptions import HTTPException as StarletteHTTPException
 
 from airflow_cdc.engine.config import is_secret_key
-from airflow_cdc.engine.errors import OffsetError
+from airflow_cdc.engine.errors import CdcError, OffsetError
 from airflow_cdc.engine.server.metrics import render_metrics
 from airflow_cdc.engine.server.models import StateChange
-from airflow_cdc.engine.server.openapi import OPENAPI
 from airflow_cdc.engine.signals import SignalError
 
 if TYPE_CHECKING:
@@ -34,174 +37,280 @@ if TYPE_CHECKING:
 
 log = logging.getLogger(__name__)
 
-PUBLIC = {"/health", "/openapi.json"}
 MAX_BODY = 64 * 1024
+BODY_TIMEOUT_S = 10.0
+#: How long POST /offsets/flush waits for every task to commit.
+FLUSH_TIMEOUT_S = 10.0
 
 
-class ControlApi:
-    def __init__(self, instance: EngineInstance, host: str, port: int, token: str) -> None:
+class Refusal(Exception):
+    """An answer in Kafka Connect's error shape."""
+
+    def __init__(self, status: int, message: str) -> None:
+        self.status, self.message = status, message
+        super().__init__(message)
+
+
+def error_response(status: int, message: str, *, auth: bool = False) -> JSONResponse:
+    headers = {"WWW-Authenticate": 'Bearer realm="airflow-cdc"'} if auth else None
+    return JSONResponse({"error_code": int(status), "message": message}, status_code=status, headers=headers)
+
+
+class _Json(JSONResponse):
+    """orjson, as the client reads it (non-string keys, anything else as its text)."""
+
+    def render(self, content: Any) -> bytes:
+        return orjson.dumps(content, default=str, option=orjson.OPT_NON_STR_KEYS)
+
+
+def create_app(instance: EngineInstance, token: str, url: Callable[[], str]) -> FastAPI:
+    """The API's routes over ``instance``; ``url`` is the API's own address (Connect's worker id)."""
+    if not token:
+        raise CdcError("the control API needs a token; an empty one would let anyone in")
+    bearer = HTTPBearer(auto_error=False, description="the instance's api.token")
+
+    def authorized(credentials: HTTPAuthorizationCredentials | None = Depends(bearer)) -> None:  # noqa: B008
+        given = credentials.credentials.strip() if credentials is not None else ""
+        if not given or not hmac.compare_digest(given.encode(), token.encode()):
+            raise Refusal(HTTPStatus.UNAUTHORIZED, "missing or wrong bearer token")
+
+    app = FastAPI(
+        title="airflow-cdc engine instance control API",
+        version="1",
+        description="One engine instance. The /connectors routes mirror Kafka Connect's REST API. "
+        'Errors are {"error_code", "message"}.',
+        openapi_url="/openapi.json",
+        docs_url=None,
+        redoc_url=None,
+        default_response_class=_Json,
+        redirect_slashes=False,
+    )
+    _install_error_handlers(app)
+
+    @app.get("/health", summary="Liveness", tags=["public"])
+    def health() -> dict[str, str]:
+        return {"status": "UP"}
+
+    routes = APIRouter(dependencies=[Depends(authorized)])
+    _InstanceRoutes(instance).register(routes)
+    _ConnectRoutes(instance, url).register(routes)
+    app.include_router(routes)
+    return app
+
+
+def _install_error_handlers(app: FastAPI) -> None:
+    @app.exception_handler(Refusal)
+    async def api_error(_request: Request, exc: Refusal) -> JSONResponse:
+        return error_response(exc.status, exc.message, auth=exc.status == HTTPStatus.UNAUTHORIZED)
+
+    @app.exception_handler(StarletteHTTPException)
+    async def http_error(request: Request, exc: StarletteHTTPException) -> JSONResponse:
+        if exc.status_code == HTTPStatus.NOT_FOUND:
+            return error_response(HTTPStatus.NOT_FOUND, f"no route {request.url.path}")
+        if exc.status_code == HTTPStatus.METHOD_NOT_ALLOWED:
+            return error_response(exc.status_code, f"{request.method} is not allowed on {request.url.path}")
+        return error_response(exc.status_code, str(exc.detail))
+
+    @app.exception_handler(RequestValidationError)
+    async def bad_request(_request: Request, exc: RequestValidationError) -> JSONResponse:
+        problems = "; ".join(f"{'.'.join(str(p) for p in e['loc'][1:])}: {e['msg']}" for e in exc.errors())
+        return error_response(HTTPStatus.BAD_REQUEST, problems or "bad request")
+
+    @app.exception_handler(Exception)
+    async def broken(request: Request, exc: Exception) -> JSONResponse:  # a broken request must not take it down
+        log.exception("control API: %s %s failed", request.method, request.url.path)
+        return error_response(HTTPStatus.INTERNAL_SERVER_ERROR, f"{type(exc).__name__}: {exc}")
+
+
+class _InstanceRoutes:
+    """The instance's own routes."""
+
+    def __init__(self, instance: EngineInstance) -> None:
         self.instance = instance
-        self.token = token
-        self._server = _Server((host, port), self)
-        self._thread = threading.Thread(target=self._server.serve_forever, name="control-api", daemon=True)
 
-    @property
-    def url(self) -> str:
-        host, port = self._server.server_address[:2]
-        return f"http://{host!s}:{port}"
-
-    def start(self) -> str:
-        self._thread.start()
-        log.info("instance %r: control API at %s", self.instance.name, self.url)
-        return self.url
-
-    def stop(self) -> None:
-        self._server.shutdown()
-        self._server.server_close()
-
-    def authorized(self, header: str | None) -> bool:
-        scheme, _, credentials = (header or "").partition(" ")
-        return scheme.lower() == "bearer" and hmac.compare_digest(credentials.strip().encode(), self.token.encode())
-
-    def route(self, method: str, path: str, query: str = "", body: bytes = b"") -> tuple[int, Any]:
-        params = {key: values[-1] for key, values in parse_qs(query).items()}
-        routes = self.routes(params, body)
-        handler = routes.get((method, path))
-        if handler is None:
-            if any(p == path for _, p in routes):
-                return _error(HTTPStatus.METHOD_NOT_ALLOWED, f"{method} is not allowed on {path}")
-            return _error(HTTPStatus.NOT_FOUND, f"no route {path}")
-        try:
-            result = handler()
-        except _BadRequest as exc:
-            return _error(HTTPStatus.BAD_REQUEST, str(exc))
-        if isinstance(result, tuple):
-            return result
-        return (HTTPStatus.ACCEPTED if method in ("POST", "PUT") else HTTPStatus.OK), result
-
-    def routes(self, params: dict[str, str], body: bytes) -> dict[tuple[str, str], Callable[[], Any]]:
-        """Every route but ``/metrics`` (text, served by the handler) and its handler."""
-        instance = self.instance
-        connector = f"/connectors/{instance.name}"
-        return {
-            ("GET", "/health"): lambda: {"status": "UP"},
-            ("GET", "/openapi.json"): lambda: OPENAPI,
-            ("GET", "/status"): instance.status,
-            ("GET", "/position"): lambda: self._position(params),
-            ("GET", "/offsets"): self._offsets,
-            ("POST", "/stop"): self._stop,
-            ("POST", "/pause"): self._pause,
-            ("POST", "/resume"): self._resume,
-            ("POST", "/signals"): lambda: self._signal(body),
-            ("GET", "/notifications"): lambda: self._notifications(params),
-            ("GET", "/connectors"): lambda: [instance.name],
-            ("GET", connector): self._connector_info,
-            ("GET", connector + "/status"): self._connect_status,
-            ("GET", connector + "/offsets"): self._offsets,
-            ("PATCH", connector + "/offsets"): self._offsets_refused,
-            ("DELETE", connector + "/offsets"): self._offsets_refused,
-            ("PUT", connector + "/stop"): self._stop,
-            ("PUT", connector + "/pause"): self._pause,
-            ("PUT", connector + "/resume"): self._resume,
-        }
-
-    def _signal(self, body: bytes) -> tuple[int, dict[str, Any]]:
-        """Debezium's signal shape: ``{"id"?, "type", "data"}`` (data an object or JSON text)."""
-        try:
-            request = orjson.loads(body or b"{}")
-            if not isinstance(request, dict):
-                raise SignalError("the body must be a JSON object {id?, type, data}")
-            signal_id = self.instance.engine.signals.send(
-                str(request.get("type") or ""), request.get("data"), request.get("id") or None
-            )
-        except orjson.JSONDecodeError as exc:
-            return _error(HTTPStatus.BAD_REQUEST, f"the body is not JSON: {exc}")
-        except SignalError as exc:
-            return _error(HTTPStatus.BAD_REQUEST, str(exc))
-        return HTTPStatus.ACCEPTED, {"id": signal_id}
-
-    def _notifications(self, params: dict[str, str]) -> dict[str, Any]:
-        """``?cursor=<run>:<seq>`` (``since`` is its older name; a bare number is a place in
-        this run) and ``limit``."""
-        cursor = params.get("cursor", params.get("since"))
-        limit = _positive_int(params, "limit", 1000)
-        return self.instance.engine.notifications.page(cursor, limit).to_json()
-
-    def _position(self, params: dict[str, str]) -> dict[str, Any]:
-        try:
-            return self.instance.position(params.get("target")).to_json()
-        except OffsetError as exc:
-            raise _BadRequest(f"target: {exc}") from None
-
-    def _offsets(self) -> dict[str, Any]:
-        return {"offsets": [entry.to_json() for entry in self.instance.offsets()]}
-
-    def _offsets_refused(self) -> tuple[int, dict[str, Any]]:
-        # Kafka Connect (KIP-875) alters offsets of a STOPPED connector only; a stopped instance
-        # has no API, so offsets are changed with the CLI: airflow-cdc offsets set|reset.
-        return _error(
-            HTTPStatus.CONFLICT,
-            f"instance {self.instance.name!r} is running: stop it, "
-            "then use `airflow-cdc offsets set|reset --config ...`",
+    def register(self, routes: APIRouter) -> None:
+        get = ["GET"]
+        routes.add_api_route(
+            "/status",
+            self.status,
+            methods=get,
+            summary="InstanceStatus: run_id, state, phase, position, tasks' counters, sink, error",
+        )
+        routes.add_api_route(
+            "/position",
+            self.position,
+            methods=get,
+            summary="InstancePosition: phase, committed and current positions and lag per task, caught_up; with "
+            "?target=<position> (an LSN 0/16B3748, a GTID set, a binlog file:pos) whether every task reached it",
+        )
+        routes.add_api_route("/offsets", self.offsets, methods=get, summary="Committed offsets: {offsets: [...]}")
+        routes.add_api_route(
+            "/offsets/flush",
+            self.flush,
+            methods=["POST"],
+            summary="Commit what is delivered now, not at the next offset.flush.interval.ms: {committed, offsets}",
+        )
+        routes.add_api_route(
+            "/metrics", self.metrics, methods=get, summary="Prometheus metrics (text format)", response_class=Response
+        )
+        _accepted(routes, "/stop", self.stop, summary="Stop the instance gracefully")
+        _accepted(routes, "/pause", self.pause, summary="Stop polling the source; commits go on")
+        _accepted(routes, "/resume", self.resume, summary="Poll the source again")
+        _accepted(
+            routes,
+            "/signals",
+            self.signals,
+            summary="Send a signal (Debezium's shape): {id?, type, data}; type execute-snapshot, stop-snapshot, "
+            "pause-snapshot, resume-snapshot or log",
+        )
+        routes.add_api_route(
+            "/notifications",
+            self.notifications,
+            methods=get,
+            summary="Notifications after a cursor: ?cursor=<run id>:<seq>&limit=<n> -> {run_id, cursor, "
+            "notifications, reset}. A cursor of an earlier run gets the rest of that run and everything since; an "
+            "unknown one gets everything kept, with reset=true",
         )
 
-    def _stop(self) -> dict[str, Any]:
+    def status(self) -> dict[str, Any]:
+        return self.instance.status()
+
+    def position(self, target: str | None = None) -> dict[str, Any]:
+        try:
+            return self.instance.position(target).to_json()
+        except OffsetError as exc:
+            raise Refusal(HTTPStatus.BAD_REQUEST, f"target: {exc}") from None
+
+    def offsets(self) -> dict[str, Any]:
+        return {"offsets": [entry.to_json() for entry in self.instance.offsets()]}
+
+    def flush(self) -> dict[str, Any]:
+        committed = self.instance.engine.commit_now(FLUSH_TIMEOUT_S)
+        return {"committed": committed, **self.offsets()}
+
+    def metrics(self) -> Response:
+        text, content_type = render_metrics(self.instance)
+        return Response(text, media_type=content_type)
+
+    def stop(self) -> dict[str, Any]:
         self.instance.request_stop()
         return StateChange(self.instance.name, "STOPPING").to_json()
 
-    def _pause(self) -> dict[str, Any]:
+    def pause(self) -> dict[str, Any]:
         self.instance.engine.pause()
         return StateChange(self.instance.name, "PAUSED").to_json()
 
-    def _resume(self) -> dict[str, Any]:
+    def resume(self) -> dict[str, Any]:
         self.instance.engine.resume()
         return StateChange(self.instance.name, "RUNNING").to_json()
 
-    def _connector_info(self) -> dict[str, Any]:
-        status = self.instance.status()
+    async def signals(self, request: Request) -> dict[str, Any]:
+        body = await _body(request)
+        try:
+            sent = orjson.loads(body or b"{}")
+        except orjson.JSONDecodeError as exc:
+            raise Refusal(HTTPStatus.BAD_REQUEST, f"the body is not JSON: {exc}") from None
+        if not isinstance(sent, dict):
+            raise Refusal(HTTPStatus.BAD_REQUEST, "the body must be a JSON object {id?, type, data}")
+        kind, data, signal_id = str(sent.get("type") or ""), sent.get("data"), sent.get("id") or None
+        try:
+            return {"id": self.instance.engine.signals.send(kind, data, signal_id)}
+        except SignalError as exc:
+            raise Refusal(HTTPStatus.BAD_REQUEST, str(exc)) from None
+
+    def notifications(self, cursor: str | None = None, since: str | None = None, limit: str = "1000") -> dict[str, Any]:
+        if not limit.isdigit() or int(limit) < 1:
+            raise Refusal(HTTPStatus.BAD_REQUEST, f"limit={limit!r} is not a positive integer")
+        return self.instance.engine.notifications.page(cursor if cursor is not None else since, int(limit)).to_json()
+
+
+class _ConnectRoutes:
+    """Kafka Connect's REST API for the instance's one connector."""
+
+    def __init__(self, instance: EngineInstance, url: Callable[[], str]) -> None:
+        self.instance, self.url, self.own = instance, url, _InstanceRoutes(instance)
+
+    def register(self, routes: APIRouter) -> None:
+        get = ["GET"]
+        named = "/connectors/{name}"
+        routes.add_api_route("/connectors", self.connectors, methods=get, summary="Kafka Connect: connector names")
+        routes.add_api_route(named, self.connector, methods=get, summary="Kafka Connect: name, type, config, tasks")
+        routes.add_api_route(named + "/status", self.status, methods=get, summary="Kafka Connect: states")
+        routes.add_api_route(named + "/offsets", self.offsets, methods=get, summary="KIP-875: committed offsets")
+        for method in ("PATCH", "DELETE"):
+            routes.add_api_route(named + "/offsets", self.refused, methods=[method], summary="Refused while running")
+        _accepted(routes, named + "/stop", self.stop, summary="Kafka Connect: stop", method="PUT")
+        _accepted(routes, named + "/pause", self.pause, summary="Kafka Connect: pause", method="PUT")
+        _accepted(routes, named + "/resume", self.resume, summary="Kafka Connect: resume", method="PUT")
+
+    def _named(self, name: str) -> None:
+        if name != self.instance.name:
+            raise Refusal(HTTPStatus.NOT_FOUND, f"Connector {name} not found")
+
+    def connectors(self) -> list[str]:
+        return [self.instance.name]
+
+    def connector(self, name: str) -> dict[str, Any]:
+        self._named(name)
+        instance = self.instance
+        status = instance.status()
         return {
-            "name": self.instance.name,
+            "name": instance.name,
             "type": "source",
-            "config": {k: v for k, v in self.instance.engine.config.items() if not is_secret_key(k)},
-            "tasks": [{"connector": self.instance.name, "task": i} for i, _ in enumerate(status["tasks"])],
+            "config": {k: v for k, v in instance.engine.config.items() if not is_secret_key(k)},
+            "tasks": [{"connector": instance.name, "task": i} for i, _ in enumerate(status["tasks"])],
         }
 
-    def _connect_status(self) -> dict[str, Any]:
-        """Kafka Connect's status document (RUNNING, FAILED, ...)."""
-        status = self.instance.status()
-        state = _connect_state(status["state"], status["error"], status["paused"])
-        worker = f"{self.url.removeprefix('http://')}"
-        tasks = [
-            {
-                "id": i,
-                "state": "FAILED" if task.get("error") else ("PAUSED" if task.get("paused") else state),
-                "worker_id": worker,
-                **({"trace": task["error"]} if task.get("error") else {}),
-            }
-            for i, task in enumerate(status["tasks"])
-        ]
-        connector: dict[str, Any] = {"state": state, "worker_id": worker}
-        if status["error"]:
-            connector["trace"] = status["error"]
-        return {"name": self.instance.name, "connector": connector, "tasks": tasks, "type": "source"}
+    def status(self, name: str) -> dict[str, Any]:
+        self._named(name)
+        return connect_status_document(self.instance.name, self.instance.status(), self.url().split("://", 1)[-1])
+
+    def offsets(self, name: str) -> dict[str, Any]:
+        self._named(name)
+        return self.own.offsets()
+
+    def refused(self, name: str) -> None:
+        self._named(name)
+        # Kafka Connect (KIP-875) alters offsets of a STOPPED connector only.
+        raise Refusal(
+            HTTPStatus.CONFLICT,
+            f"instance {self.instance.name!r} is running: stop it, then use `airflow-cdc offsets set|reset`",
+        )
+
+    def stop(self, name: str) -> dict[str, Any]:
+        self._named(name)
+        return self.own.stop()
+
+    def pause(self, name: str) -> dict[str, Any]:
+        self._named(name)
+        return self.own.pause()
+
+    def resume(self, name: str) -> dict[str, Any]:
+        self._named(name)
+        return self.own.resume()
 
 
-class _BadRequest(Exception):
-    """A request parameter the API cannot use (answered 400 with this message)."""
+def _accepted(routes: APIRouter, path: str, endpoint: Callable[..., Any], summary: str, method: str = "POST") -> None:
+    """A route that asks for something (202 Accepted, as Kafka Connect answers)."""
+    routes.add_api_route(path, endpoint, methods=[method], status_code=HTTPStatus.ACCEPTED, summary=summary)
 
 
-def _error(status: int, message: str) -> tuple[int, dict[str, Any]]:
-    """An error answer in Kafka Connect's shape, which the client reads (``ApiError.message``)."""
-    return status, {"error_code": int(status), "message": message}
-
-
-def _positive_int(params: dict[str, str], name: str, default: int) -> int:
-    text = params.get(name)
-    if text is None:
-        return default
-    if not text.isdigit() or int(text) < 1:
-        raise _BadRequest(f"{name}={text!r} is not a positive integer")
-    return int(text)
+def connect_status_document(name: str, status: dict[str, Any], worker: str) -> dict[str, Any]:
+    """Kafka Connect's status document (RUNNING, FAILED, ...) of an instance's status."""
+    state = _connect_state(status["state"], status["error"], status["paused"])
+    tasks = [
+        {
+            "id": i,
+            "state": "FAILED" if task.get("error") else ("PAUSED" if task.get("paused") else state),
+            "worker_id": worker,
+            **({"trace": task["error"]} if task.get("error") else {}),
+        }
+        for i, task in enumerate(status["tasks"])
+    ]
+    connector: dict[str, Any] = {"state": state, "worker_id": worker}
+    if status["error"]:
+        connector["trace"] = status["error"]
+    return {"name": name, "connector": connector, "tasks": tasks, "type": "source"}
 
 
 def _connect_state(engine_state: str, error: str | None, paused: bool = False) -> str:
@@ -216,65 +325,9 @@ def _connect_state(engine_state: str, error: str | None, paused: bool = False) -
     return "UNASSIGNED"
 
 
-class _Server(ThreadingHTTPServer):
-    daemon_threads = True
-
-    def __init__(self, address: tuple[str, int], api: ControlApi) -> None:
-        super().__init__(address, _Handler)
-        self.api = api
-
-
-class _Handler(BaseHTTPRequestHandler):
-    server: _Server
-    server_version = "airflow-cdc"
-
-    def do_GET(self) -> None:
-        self._serve("GET")
-
-    def do_POST(self) -> None:
-        self._serve("POST")
-
-    def do_PUT(self) -> None:
-        self._serve("PUT")
-
-    def do_PATCH(self) -> None:
-        self._serve("PATCH")
-
-    def do_DELETE(self) -> None:
-        self._serve("DELETE")
-
-    def _serve(self, method: str) -> None:
-        api = self.server.api
-        path = urlsplit(self.path).path.rstrip("/") or "/"
-        if path not in PUBLIC and not api.authorized(self.headers.get("Authorization")):
-            self._send(*_error(HTTPStatus.UNAUTHORIZED, "missing or wrong bearer token"), auth=True)
-            return
-        if path == "/metrics" and method == "GET":
-            text, content_type = render_metrics(api.instance)
-            self._send_bytes(HTTPStatus.OK, text, content_type)
-            return
-        parts = urlsplit(self.path)
-        length = int(self.headers.get("Content-Length") or 0)
-        request_body = self.rfile.read(min(length, MAX_BODY)) if length else b""
-        try:
-            status, body = api.route(method, path, parts.query, request_body)
-        except Exception as exc:  # a broken request must not take the instance down
-            log.exception("control API: %s %s failed", method, path)
-            status, body = _error(HTTPStatus.INTERNAL_SERVER_ERROR, f"{type(exc).__name__}: {exc}")
-        self._send(status, body)
-
-    def _send(self, status: int, body: Any, *, auth: bool = False) -> None:
-        data = orjson.dumps(body, default=str, option=orjson.OPT_NON_STR_KEYS)
-        self._send_bytes(status, data, "application/json", auth=auth)
-
-    def _send_bytes(self, status: int, data: bytes, content_type: str, *, auth: bool = False) -> None:
-        self.send_response(status)
-        self.send_header("Content-Type", content_type)
-        self.send_header("Content-Length", str(len(data)))
-        if auth:
-            self.send_header("WWW-Authenticate", 'Bearer realm="airflow-cdc"')
-        self.end_headers()
-        self.wfile.write(data)
-
-    def log_message(self, format: str, *args: Any) -> None:
-        log.debug("control API: " + format, *args)
+async def _body(request: Request) -> bytes:
+    """The request's body, read within BODY_TIMEOUT_S (a client that trickles it is cut off)."""
+    try:
+        return await asyncio.wait_for(request.body(), BODY_TIMEOUT_S)
+    except TimeoutError:
+        raise Refusal(HTTPStatus.REQUEST_TIMEOUT, f"the body did not arrive within {BODY_TIMEOUT_S:.0f}s") from None

@@ -16,6 +16,7 @@ a ``RefusedError``; an instance that cannot answer now (unreachable, a timeout, 
 from __future__ import annotations
 
 import functools
+import ssl
 from collections.abc import Awaitable, Callable, Mapping
 from typing import Any, Generic, ParamSpec, TypeVar, overload
 from urllib.parse import quote
@@ -135,6 +136,12 @@ def _stop() -> Call[StateChange]:
     return Call("POST", "/stop", _json(StateChange.from_json))
 
 
+def _flush() -> Call[dict[str, Any]]:
+    """Commit what is delivered now rather than at the next ``offset.flush.interval.ms``:
+    ``{"committed": bool, "offsets": [...]}`` (committed False: a task did not answer in time)."""
+    return Call("POST", "/offsets/flush", _json(dict))
+
+
 def _metrics() -> Call[str]:
     """Prometheus metrics, text exposition format."""
     return Call("GET", "/metrics", lambda response: response.text)
@@ -151,6 +158,7 @@ class _Operations:
     pause = _Operation(_pause)
     resume = _Operation(_resume)
     stop = _Operation(_stop)
+    flush = _Operation(_flush)
     metrics = _Operation(_metrics)
 
 
@@ -174,14 +182,32 @@ def _headers(token: str | None) -> dict[str, str]:
     return {"Authorization": f"Bearer {token}"} if token else {}
 
 
+def tls_context(cafile: str | None = None, certfile: str | None = None, keyfile: str | None = None) -> ssl.SSLContext:
+    """What an https API is trusted with: the CA that signed its certificate (the system's by
+    default), and this client's certificate when the API asks for one."""
+    context = ssl.create_default_context(cafile=cafile or None)
+    if certfile:
+        context.load_cert_chain(certfile, keyfile or None)
+    return context
+
+
 class EngineClient(_Operations, SyncSender):
-    """``EngineClient("http://127.0.0.1:8765", token)``; a context manager. ``transport``
-    replaces the network (tests: ``httpx.MockTransport``)."""
+    """``EngineClient("http://127.0.0.1:8765", token)``; a context manager. ``tls``: the context
+    an https API is checked with (:func:`tls_context`). ``transport`` replaces the network
+    (tests: ``httpx.MockTransport``)."""
 
     def __init__(
-        self, url: str, token: str | None = None, *, timeout: float = 10.0, transport: httpx.BaseTransport | None = None
+        self,
+        url: str,
+        token: str | None = None,
+        *,
+        timeout: float = 10.0,
+        tls: ssl.SSLContext | None = None,
+        transport: httpx.BaseTransport | None = None,
     ) -> None:
-        super().__init__(url, _answer, _no_answer, timeout=timeout, headers=_headers(token), transport=transport)
+        super().__init__(
+            url, _answer, _no_answer, timeout=timeout, headers=_headers(token), transport=transport, verify=tls or True
+        )
 
 
 class AsyncEngineClient(_Operations, AsyncSender):
@@ -193,6 +219,9 @@ class AsyncEngineClient(_Operations, AsyncSender):
         token: str | None = None,
         *,
         timeout: float = 10.0,
+        tls: ssl.SSLContext | None = None,
         transport: httpx.AsyncBaseTransport | None = None,
     ) -> None:
-        super().__init__(url, _answer, _no_answer, timeout=timeout, headers=_headers(token), transport=transport)
+        super().__init__(
+            url, _answer, _no_answer, timeout=timeout, headers=_headers(token), transport=transport, verify=tls or True
+        )

@@ -20,6 +20,7 @@ from __future__ import annotations
 
 import contextlib
 import fcntl
+import ipaddress
 import logging
 import os
 import secrets
@@ -27,6 +28,7 @@ import signal
 import threading
 import time
 from collections.abc import Iterator, Mapping
+from dataclasses import dataclass
 from pathlib import Path
 from typing import IO, Any
 
@@ -59,8 +61,32 @@ INSTANCE_CONFIG = ConfigDef(
             default="",
             doc="Bearer token of the control API; empty: generated once into <state.dir>/api.token.",
         ),
+        Field("api.ssl.certfile", default="", doc="The control API's certificate (PEM): it then serves HTTPS."),
+        Field("api.ssl.keyfile", default="", doc="The certificate's private key (PEM)."),
+        Field(
+            "api.ssl.cafile",
+            default="",
+            doc="CA bundle (PEM) the API's clients' certificates must be signed by: set, a client needs one.",
+        ),
+        Field(
+            "api.behind.proxy",
+            type="bool",
+            default=False,
+            doc="Serve plain HTTP on a non-loopback api.host because a TLS-terminating proxy is the only way in.",
+        ),
     ]
 )
+
+
+@dataclass(frozen=True)
+class Tls:
+    """The API's certificate (``api.ssl.certfile``/``keyfile``), and the CA its clients'
+    certificates must be signed by when it asks for them (``api.ssl.cafile``)."""
+
+    certfile: str
+    keyfile: str
+    cafile: str = ""
+
 
 LOCK, STATUS, TOKEN, LOG = "instance.lock", "instance.json", "api.token", "engine.log"
 NOTIFICATIONS = "notifications.jsonl"
@@ -134,18 +160,64 @@ def offsets_lock(directory: Path) -> contextlib.AbstractContextManager[IO[str]]:
 
 
 def api_token(settings: Mapping[str, Any]) -> str:
-    if settings.get("api.token"):
-        return str(settings["api.token"])
-    path = Path(settings["state.dir"]) / TOKEN
+    """The token a client sends: ``api.token``, else the instance's generated one (empty if it
+    has none yet - which the API never accepts)."""
+    configured = str(settings.get("api.token") or "").strip()
+    if configured:
+        return configured
     try:
-        return path.read_text().strip()
+        return (Path(settings["state.dir"]) / TOKEN).read_text().strip()
     except FileNotFoundError:
-        pass
+        return ""
+
+
+def ensure_api_token(settings: Mapping[str, Any]) -> str:
+    """The instance's token: ``api.token``, else the one generated into ``<state.dir>/api.token``
+    - written whole or not at all (a crash between creating and writing it once left an empty
+    file, and an empty token let any request in), and generated again if empty."""
+    token = api_token(settings)
+    if token:
+        return token
     token = secrets.token_urlsafe(32)
-    fd = os.open(path, os.O_WRONLY | os.O_CREAT | os.O_EXCL, 0o600)
+    path = Path(settings["state.dir"]) / TOKEN
+    temp = path.with_name(f".{TOKEN}.{os.getpid()}.tmp")
+    fd = os.open(temp, os.O_WRONLY | os.O_CREAT | os.O_TRUNC, 0o600)
     with os.fdopen(fd, "w") as file:
         file.write(token + "\n")
+        file.flush()
+        os.fsync(file.fileno())
+    os.replace(temp, path)
     return token
+
+
+def api_tls(settings: Mapping[str, Any]) -> Tls | None:
+    """The API's TLS settings; ConfigError for a half-set certificate, or for plain HTTP on a
+    non-loopback address without ``api.behind.proxy`` (the token would cross a network in clear)."""
+    certfile, keyfile = str(settings["api.ssl.certfile"] or ""), str(settings["api.ssl.keyfile"] or "")
+    if bool(certfile) != bool(keyfile):
+        raise ConfigError(
+            [ConfigProblem("api.ssl.keyfile", "api.ssl.certfile and api.ssl.keyfile go together", "set both, or none")]
+        )
+    host = str(settings["api.host"])
+    if not certfile and not _loopback(host) and not settings["api.behind.proxy"]:
+        raise ConfigError(
+            [
+                ConfigProblem(
+                    "api.host",
+                    f"{host} is reachable from other hosts, and the API would serve plain HTTP (its token in clear)",
+                    "set api.ssl.certfile and api.ssl.keyfile, or api.behind.proxy: true when a TLS-terminating "
+                    "proxy (an ingress, a service mesh) is the only way in",
+                )
+            ]
+        )
+    return Tls(certfile, keyfile, str(settings["api.ssl.cafile"] or "")) if certfile else None
+
+
+def _loopback(host: str) -> bool:
+    try:
+        return ipaddress.ip_address(host).is_loopback
+    except ValueError:
+        return host == "localhost"
 
 
 class EngineInstance:
@@ -184,14 +256,15 @@ class EngineInstance:
             ) from None
 
     def _run_locked(self) -> int:
-        from airflow_cdc.engine.server.api import ControlApi
+        from airflow_cdc.engine.server.api_server import ControlApi
 
         self._install_signal_handlers()
         self.engine.notifications.persist(self.directory / NOTIFICATIONS)
         api = None
         if self.instance_settings["api.enabled"]:
-            self.token = api_token(self.settings)
-            api = ControlApi(self, self.instance_settings["api.host"], self.instance_settings["api.port"], self.token)
+            self.token = ensure_api_token(self.settings)
+            settings = self.instance_settings
+            api = ControlApi(self, settings["api.host"], settings["api.port"], self.token, api_tls(settings))
             self.api_url = api.start()
         self._write_status()
         engine_thread = threading.Thread(target=self._run_engine, name=f"engine-{self.name}")

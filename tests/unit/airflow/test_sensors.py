@@ -42,10 +42,13 @@ def snapshot_sensor(**kwargs: Any) -> CdcSnapshotSensor:
     return CdcSnapshotSensor(task_id="snapshot_done", cdc_conn_id=CONN, signal_id=SIGNAL_ID, **kwargs)
 
 
-def test_deferrable_follows_the_operators_default_deferrable_setting() -> None:
-    default = inspect.signature(CdcBaseSensor.__init__).parameters["deferrable"].default
-    assert default is conf.getboolean("operators", "default_deferrable", fallback=False)
-    assert snapshot_sensor().deferrable is default
+def test_sensors_defer_by_default_whatever_the_operators_default_deferrable_setting() -> None:
+    """A CDC wait lasts minutes to hours: it waits in the triggerer unless told to poke (Airflow's
+    own default, False, suits short waits)."""
+    assert conf.getboolean("operators", "default_deferrable", fallback=False) is False
+    assert inspect.signature(CdcBaseSensor.__init__).parameters["deferrable"].default is True
+    assert snapshot_sensor().deferrable is True
+    assert snapshot_sensor(deferrable=False).deferrable is False
 
 
 @pytest.mark.parametrize(
