@@ -31,6 +31,7 @@ def _parser() -> argparse.ArgumentParser:
     )
     for action, text in (
         ("run", "run the instance in the foreground until SIGTERM/SIGINT or POST /stop"),
+        ("serve", "serve the instance (a container's command): the API stays up, the engine started and stopped by it"),
         ("start", "start the instance detached; return once it is polling"),
         ("stop", "stop it gracefully (SIGTERM), wait, then SIGKILL"),
         ("status", "state, tasks, offsets, lag and counters"),
@@ -40,8 +41,10 @@ def _parser() -> argparse.ArgumentParser:
         sub.add_argument("--config", required=True, type=Path, help="YAML or Java-properties file, Debezium keys")
         if action in ("start", "stop"):
             sub.add_argument("--timeout", type=float, default=60.0, help="seconds to wait (default 60)")
-        if action in ("run", "start", "check"):
+        if action in ("run", "serve", "start", "check"):
             sub.add_argument("--strict", action="store_true", help="unknown keys are errors (as config.strict=true)")
+        if action == "serve":
+            sub.add_argument("--stopped", action="store_true", help="boot with the engine stopped (POST /start)")
 
     offsets = commands.add_parser("offsets", help="show, set or reset a stopped instance's offsets").add_subparsers(
         dest="action", required=True
@@ -147,12 +150,13 @@ def _demo(args: argparse.Namespace) -> int:
 def _engine(args: argparse.Namespace) -> int:
     from airflow_cdc.engine.server import control
     from airflow_cdc.engine.server.config_file import load_config_file
-    from airflow_cdc.engine.server.instance import EngineInstance, validated
+    from airflow_cdc.engine.server.instance import EngineInstance
+    from airflow_cdc.engine.server.instance_files import validated
 
     props = load_config_file(args.config)
-    if args.action in ("run", "start", "check"):
+    if args.action in ("run", "serve", "start", "check"):
         config = validated(props, strict=True if args.strict else None)  # ConfigError: every problem
-        if args.action != "run":  # a running engine logs them itself
+        if args.action not in ("run", "serve"):  # a running engine logs them itself
             for warning in config.warnings:
                 print(f"warning: {warning.key} {warning.message} (fix: {warning.fix})", file=sys.stderr)
     if args.action == "check":
@@ -160,6 +164,8 @@ def _engine(args: argparse.Namespace) -> int:
         return 0
     if args.action == "run":
         return EngineInstance(props).run()
+    if args.action == "serve":
+        return EngineInstance(props, serve=True, start_stopped=args.stopped).run()
     if args.action == "start":
         _print(control.start_detached(args.config.resolve(), props, args.timeout))
         return 0

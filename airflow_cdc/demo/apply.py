@@ -13,7 +13,7 @@ from collections.abc import Callable, Mapping, Sequence
 from pathlib import Path
 from typing import Any
 
-from airflow_cdc.engine.server.instance import resolve
+from airflow_cdc.engine.server.instance_files import resolve
 from airflow_cdc.spark.apply import connector_jars, inputs_from_engine_config
 from airflow_cdc.spark.submit import Follower, SparkSubmit
 

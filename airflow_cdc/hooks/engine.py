@@ -27,7 +27,7 @@ from airflow_cdc.engine.errors import ApiUnavailableError, CdcError, ConfigError
 from airflow_cdc.engine.server import control
 from airflow_cdc.engine.server.client import AsyncEngineClient, EngineClient
 from airflow_cdc.engine.server.config_file import load_config_file
-from airflow_cdc.engine.server.instance import is_running, read_status, state_dir
+from airflow_cdc.engine.server.instance_files import is_running, read_status, state_dir
 from airflow_cdc.hooks.engine_connection import (
     KAFKA_CONNECT,
     EngineConnection,

@@ -22,11 +22,11 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from airflow_cdc.engine.errors import ConfigError, ConfigProblem
+from airflow_cdc.engine.server.instance_files import override_problems
 
 #: Keys whose values are secrets: never in a DAG argument, a log line, an error or an XCom.
 SECRET_KEY = re.compile(r"password|passwd|secret|token|credential|jaas|private", re.IGNORECASE)
 #: Keys that say which instance a configuration is; the connection decides them.
-IDENTITY_KEYS = ("name", "state.dir")
 
 
 def is_secret_key(key: str) -> bool:
@@ -212,32 +212,6 @@ def from_connection(conn: Any) -> SourceConfig:
         schema=conn.schema,
         extra=conn.extra,
     )
-
-
-def override_problems(overrides: Mapping[Any, Any]) -> list[ConfigProblem]:
-    """What an operator's ``config`` may not set: secrets (they belong in connections) and the
-    instance's identity (the ``cdc_engine`` connection decides which instance it is)."""
-    problems: list[ConfigProblem] = []
-    for key in overrides:
-        if not isinstance(key, str):
-            problems.append(ConfigProblem(repr(key), "is not a configuration key", "use Debezium's property names"))
-        elif is_secret_key(key):
-            problems.append(
-                ConfigProblem(
-                    key,
-                    "is a secret and cannot be given in a DAG",
-                    "put the password in the source connection (source_conn_id) or in the instance's config file",
-                )
-            )
-        elif key in IDENTITY_KEYS:
-            problems.append(
-                ConfigProblem(
-                    key,
-                    "names the instance, which the cdc_engine connection decides",
-                    "set it in the instance's config file (the connection's config_path)",
-                )
-            )
-    return problems
 
 
 def engine_config(

@@ -20,7 +20,7 @@ from airflow_cdc.engine.connector import CONNECTOR_CLASSES
 from airflow_cdc.engine.engine_config import ENGINE_CONFIG
 from airflow_cdc.engine.errors import ConfigError, ConfigProblem
 from airflow_cdc.engine.server.config_file import flatten, strip_prefixes
-from airflow_cdc.engine.server.instance import INSTANCE_CONFIG
+from airflow_cdc.engine.server.instance_files import INSTANCE_CONFIG
 
 log = logging.getLogger(__name__)
 

@@ -24,7 +24,7 @@ from airflow_cdc.engine.positions import PositionCodec, codec_for
 from airflow_cdc.engine.processing import RecordCommitter
 from airflow_cdc.engine.records import SerializedRecord
 from airflow_cdc.engine.serialization import JsonSerializer
-from airflow_cdc.engine.server.instance import offsets_lock, resolve, state_dir, validated
+from airflow_cdc.engine.server.instance_files import offsets_lock, resolve, state_dir, validated
 from airflow_cdc.engine.server.status import instance_position
 from airflow_cdc.engine.sinks import Sink, build_sink
 from airflow_cdc.engine.storage import build_offset_store

@@ -14,7 +14,7 @@ from airflow_cdc.engine.errors import ApiUnavailableError
 from airflow_cdc.engine.server import control
 from airflow_cdc.engine.server.client import EngineClient
 from airflow_cdc.engine.server.config_file import flatten, strip_prefixes
-from airflow_cdc.engine.server.instance import resolve
+from airflow_cdc.engine.server.instance_files import resolve
 from airflow_cdc.engine.server.models import InstanceStatus
 from airflow_cdc.hooks.engine import config_text
 from airflow_cdc.hooks.source_config import (

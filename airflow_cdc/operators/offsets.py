@@ -11,7 +11,7 @@ from airflow_cdc.engine.errors import ApiRefusedError, RefusedError
 from airflow_cdc.engine.positions import codec_for
 from airflow_cdc.engine.server import offsets_admin
 from airflow_cdc.engine.server.config_file import load_config_file
-from airflow_cdc.engine.server.instance import state_dir
+from airflow_cdc.engine.server.instance_files import state_dir
 from airflow_cdc.hooks.engine import EFFECTIVE_CONFIG
 from airflow_cdc.operators.base import CdcBaseOperator, CdcOperatorError
 

@@ -21,7 +21,8 @@ from kafka import KafkaConsumer, TopicPartition
 
 from airflow_cdc.engine.errors import ApiRefusedError, ApiUnavailableError, ConfigError, RefusedError
 from airflow_cdc.engine.server.config_file import load_config_file
-from airflow_cdc.engine.server.instance import EngineInstance, read_status
+from airflow_cdc.engine.server.instance import EngineInstance
+from airflow_cdc.engine.server.instance_files import read_status
 from airflow_cdc.engine.server.models import InstancePosition, InstanceStatus
 from airflow_cdc.engine.sources.postgres.pgoutput import format_lsn, parse_lsn
 from airflow_cdc.engine.testing import wait_until

@@ -18,7 +18,8 @@ from airflow_cdc.engine.errors import ApiError, ConfigError
 from airflow_cdc.engine.server import api as api_module
 from airflow_cdc.engine.server import control
 from airflow_cdc.engine.server.client import EngineClient, tls_context
-from airflow_cdc.engine.server.instance import EngineInstance, ensure_api_token
+from airflow_cdc.engine.server.instance import EngineInstance
+from airflow_cdc.engine.server.instance_files import ensure_api_token
 from airflow_cdc.engine.testing import wait_until
 from airflow_cdc.local.tls import CertificateAuthority
 

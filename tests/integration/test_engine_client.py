@@ -21,7 +21,8 @@ from airflow_cdc.engine.notifications import Notification
 from airflow_cdc.engine.server import control
 from airflow_cdc.engine.server.client import AsyncEngineClient, EngineClient
 from airflow_cdc.engine.server.config_file import load_config_file
-from airflow_cdc.engine.server.instance import EngineInstance, read_status
+from airflow_cdc.engine.server.instance import EngineInstance
+from airflow_cdc.engine.server.instance_files import read_status
 from airflow_cdc.engine.server.models import OffsetEntry, StateChange
 from airflow_cdc.engine.testing import wait_until
 from tests.integration.pg_support import create_load_table

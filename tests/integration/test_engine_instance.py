@@ -20,7 +20,8 @@ import yaml
 
 from airflow_cdc.engine.server import control
 from airflow_cdc.engine.server.config_file import load_config_file
-from airflow_cdc.engine.server.instance import EngineInstance, read_status
+from airflow_cdc.engine.server.instance import EngineInstance
+from airflow_cdc.engine.server.instance_files import read_status
 from airflow_cdc.engine.testing import wait_until
 from tests.integration.pg_support import WriteLoad, apply, create_load_table, image_diff, source_image
 

@@ -432,7 +432,8 @@ def test_blocking_snapshot_pauses_streaming_then_goes_on(pg_server: Any, pg_data
 
 
 def test_signals_through_the_control_api_and_a_file(pg_server: Any, pg_database: str, tmp_path: Any) -> None:
-    from airflow_cdc.engine.server.instance import EngineInstance, read_status
+    from airflow_cdc.engine.server.instance import EngineInstance
+    from airflow_cdc.engine.server.instance_files import read_status
     from tests.integration.test_engine_instance import get
 
     dsn = pg_server.dsn(pg_database)

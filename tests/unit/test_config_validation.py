@@ -10,7 +10,8 @@ import pytest
 
 from airflow_cdc.cli import main
 from airflow_cdc.engine import ConfigError, Engine
-from airflow_cdc.engine.server.instance import EngineInstance, check, validated
+from airflow_cdc.engine.server.instance import EngineInstance
+from airflow_cdc.engine.server.instance_files import check, validated
 from airflow_cdc.engine.sources.postgres.connector import PostgresConnector
 from airflow_cdc.engine.validation import validate_config
 

@@ -27,10 +27,12 @@ from fastapi.security import HTTPAuthorizationCredentials, HTTPBearer
 from starlette.exceptions import HTTPException as StarletteHTTPException
 
 from airflow_cdc.engine.config import is_secret_key
-from airflow_cdc.engine.errors import CdcError, OffsetError
+from airflow_cdc.engine.errors import CdcError, OffsetError, RefusedError
+from airflow_cdc.engine.server.instance_files import override_problems
 from airflow_cdc.engine.server.metrics import render_metrics
 from airflow_cdc.engine.server.models import StateChange
 from airflow_cdc.engine.signals import SignalError
+from airflow_cdc.engine.storage import OffsetStore
 
 if TYPE_CHECKING:
     from airflow_cdc.engine.server.instance import EngineInstance
@@ -103,6 +105,10 @@ def _install_error_handlers(app: FastAPI) -> None:
     async def api_error(_request: Request, exc: Refusal) -> JSONResponse:
         return error_response(exc.status, exc.message, auth=exc.status == HTTPStatus.UNAUTHORIZED)
 
+    @app.exception_handler(RefusedError)
+    async def refused(_request: Request, exc: RefusedError) -> JSONResponse:
+        return error_response(HTTPStatus.CONFLICT, str(exc))
+
     @app.exception_handler(StarletteHTTPException)
     async def http_error(request: Request, exc: StarletteHTTPException) -> JSONResponse:
         if exc.status_code == HTTPStatus.NOT_FOUND:
@@ -153,7 +159,14 @@ class _InstanceRoutes:
         routes.add_api_route(
             "/metrics", self.metrics, methods=get, summary="Prometheus metrics (text format)", response_class=Response
         )
-        _accepted(routes, "/stop", self.stop, summary="Stop the instance gracefully")
+        _accepted(
+            routes,
+            "/start",
+            self.start,
+            summary="A serving instance (engine serve): start its engine, {config: {...}} over the file's; 409 when it "
+            "runs with another configuration",
+        )
+        _accepted(routes, "/stop", self.stop, summary="Stop the engine gracefully (a serving instance's process stays)")
         _accepted(routes, "/pause", self.pause, summary="Stop polling the source; commits go on")
         _accepted(routes, "/resume", self.resume, summary="Poll the source again")
         _accepted(
@@ -192,6 +205,16 @@ class _InstanceRoutes:
         text, content_type = render_metrics(self.instance)
         return Response(text, media_type=content_type)
 
+    async def start(self, request: Request) -> dict[str, Any]:
+        sent = _json_object(await _body(request))
+        config = sent.get("config") or {}
+        if not isinstance(config, dict):
+            raise Refusal(HTTPStatus.BAD_REQUEST, "config must be an object of Debezium properties")
+        problems = override_problems(config)
+        if problems:
+            raise Refusal(HTTPStatus.BAD_REQUEST, "config: " + "; ".join(str(p) for p in problems))
+        return StateChange(self.instance.name, self.instance.request_start(config)).to_json()
+
     def stop(self) -> dict[str, Any]:
         self.instance.request_stop()
         return StateChange(self.instance.name, "STOPPING").to_json()
@@ -205,13 +228,7 @@ class _InstanceRoutes:
         return StateChange(self.instance.name, "RUNNING").to_json()
 
     async def signals(self, request: Request) -> dict[str, Any]:
-        body = await _body(request)
-        try:
-            sent = orjson.loads(body or b"{}")
-        except orjson.JSONDecodeError as exc:
-            raise Refusal(HTTPStatus.BAD_REQUEST, f"the body is not JSON: {exc}") from None
-        if not isinstance(sent, dict):
-            raise Refusal(HTTPStatus.BAD_REQUEST, "the body must be a JSON object {id?, type, data}")
+        sent = _json_object(await _body(request))
         kind, data, signal_id = str(sent.get("type") or ""), sent.get("data"), sent.get("id") or None
         try:
             return {"id": self.instance.engine.signals.send(kind, data, signal_id)}
@@ -237,8 +254,18 @@ class _ConnectRoutes:
         routes.add_api_route(named, self.connector, methods=get, summary="Kafka Connect: name, type, config, tasks")
         routes.add_api_route(named + "/status", self.status, methods=get, summary="Kafka Connect: states")
         routes.add_api_route(named + "/offsets", self.offsets, methods=get, summary="KIP-875: committed offsets")
-        for method in ("PATCH", "DELETE"):
-            routes.add_api_route(named + "/offsets", self.refused, methods=[method], summary="Refused while running")
+        routes.add_api_route(
+            named + "/offsets",
+            self.alter_offsets,
+            methods=["PATCH"],
+            summary="KIP-875: {offsets: [{partition, offset}]} of a stopped serving instance (409 while it runs)",
+        )
+        routes.add_api_route(
+            named + "/offsets",
+            self.reset_offsets,
+            methods=["DELETE"],
+            summary="KIP-875: forget the offsets of a stopped serving instance (409 while it runs)",
+        )
         _accepted(routes, named + "/stop", self.stop, summary="Kafka Connect: stop", method="PUT")
         _accepted(routes, named + "/pause", self.pause, summary="Kafka Connect: pause", method="PUT")
         _accepted(routes, named + "/resume", self.resume, summary="Kafka Connect: resume", method="PUT")
@@ -269,13 +296,43 @@ class _ConnectRoutes:
         self._named(name)
         return self.own.offsets()
 
-    def refused(self, name: str) -> None:
+    def _store(self) -> OffsetStore:
+        if not self.instance.serve:
+            # Kafka Connect (KIP-875) alters offsets of a STOPPED connector only; this process
+            # ends when its engine stops: offsets are changed with the CLI then.
+            raise Refusal(
+                HTTPStatus.CONFLICT,
+                f"instance {self.instance.name!r} is running: stop it, then use `airflow-cdc offsets set|reset`",
+            )
+        return self.instance.stopped_store()
+
+    async def alter_offsets(self, name: str, request: Request) -> dict[str, Any]:
         self._named(name)
-        # Kafka Connect (KIP-875) alters offsets of a STOPPED connector only.
-        raise Refusal(
-            HTTPStatus.CONFLICT,
-            f"instance {self.instance.name!r} is running: stop it, then use `airflow-cdc offsets set|reset`",
-        )
+        store = self._store()  # 409 first: a running engine's offsets are not changed, whatever asked
+        entries = _json_object(await _body(request)).get("offsets")
+        if not isinstance(entries, list) or not all(isinstance(e, dict) and "partition" in e for e in entries):
+            raise Refusal(HTTPStatus.BAD_REQUEST, "the body must be {offsets: [{partition, offset}, ...]}")
+        store.start()
+        try:
+            for entry in entries:
+                if entry.get("offset") is None:
+                    store.delete(entry["partition"])
+                else:
+                    store.write([(entry["partition"], entry["offset"])])
+        finally:
+            store.stop()
+        return {"message": "The offsets for this connector have been altered successfully"}
+
+    def reset_offsets(self, name: str) -> dict[str, Any]:
+        self._named(name)
+        store = self._store()
+        store.start()
+        try:
+            for partition, _ in store.entries():
+                store.delete(partition)
+        finally:
+            store.stop()
+        return {"message": "The offsets for this connector have been reset successfully"}
 
     def stop(self, name: str) -> dict[str, Any]:
         self._named(name)
@@ -286,7 +343,10 @@ class _ConnectRoutes:
         return self.own.pause()
 
     def resume(self, name: str) -> dict[str, Any]:
+        """Kafka Connect resumes a paused connector, and starts a stopped one (KIP-875)."""
         self._named(name)
+        if self.instance.serve and not self.instance.running:
+            return StateChange(self.instance.name, self.instance.request_start()).to_json()
         return self.own.resume()
 
 
@@ -323,6 +383,16 @@ def _connect_state(engine_state: str, error: str | None, paused: bool = False) -
     if engine_state == "POLLING_TASKS":
         return "RUNNING"
     return "UNASSIGNED"
+
+
+def _json_object(body: bytes) -> dict[str, Any]:
+    try:
+        sent = orjson.loads(body or b"{}")
+    except orjson.JSONDecodeError as exc:
+        raise Refusal(HTTPStatus.BAD_REQUEST, f"the body is not JSON: {exc}") from None
+    if not isinstance(sent, dict):
+        raise Refusal(HTTPStatus.BAD_REQUEST, "the body must be a JSON object")
+    return sent
 
 
 async def _body(request: Request) -> bytes:

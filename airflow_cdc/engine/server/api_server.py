@@ -21,7 +21,8 @@ from airflow_cdc.engine.errors import CdcError
 from airflow_cdc.engine.server.api import MAX_BODY, Refusal, create_app, error_response
 
 if TYPE_CHECKING:
-    from airflow_cdc.engine.server.instance import EngineInstance, Tls
+    from airflow_cdc.engine.server.instance import EngineInstance
+    from airflow_cdc.engine.server.instance_files import Tls
 
 log = logging.getLogger(__name__)
 

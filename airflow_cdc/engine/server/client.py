@@ -136,6 +136,24 @@ def _stop() -> Call[StateChange]:
     return Call("POST", "/stop", _json(StateChange.from_json))
 
 
+def _start(config: Mapping[str, Any] | None = None) -> Call[StateChange]:
+    """A serving instance (``airflow-cdc engine serve``): start its engine with ``config`` laid
+    over its file's (None: as it was last started); RefusedError when it runs with another."""
+    return Call("POST", "/start", _json(StateChange.from_json), body={} if config is None else {"config": dict(config)})
+
+
+def _alter_offsets(name: str, offsets: list[OffsetEntry]) -> Call[str]:
+    """Kafka Connect's KIP-875 on a stopped serving instance: write these offsets (an entry whose
+    ``offset`` is None forgets its partition); RefusedError while the engine runs."""
+    body = {"offsets": [entry.to_json() for entry in offsets]}
+    return Call("PATCH", f"/connectors/{quote(name, safe='')}/offsets", _json(lambda a: str(a["message"])), body=body)
+
+
+def _reset_offsets(name: str) -> Call[str]:
+    """KIP-875: forget every offset of a stopped serving instance (the next start is a first start)."""
+    return Call("DELETE", f"/connectors/{quote(name, safe='')}/offsets", _json(lambda a: str(a["message"])))
+
+
 def _flush() -> Call[dict[str, Any]]:
     """Commit what is delivered now rather than at the next ``offset.flush.interval.ms``:
     ``{"committed": bool, "offsets": [...]}`` (committed False: a task did not answer in time)."""
@@ -158,6 +176,9 @@ class _Operations:
     pause = _Operation(_pause)
     resume = _Operation(_resume)
     stop = _Operation(_stop)
+    start = _Operation(_start)
+    alter_offsets = _Operation(_alter_offsets)
+    reset_offsets = _Operation(_reset_offsets)
     flush = _Operation(_flush)
     metrics = _Operation(_metrics)
 

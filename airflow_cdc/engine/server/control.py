@@ -21,7 +21,7 @@ from typing import Any
 
 from airflow_cdc.engine.errors import ApiUnavailableError, CdcError, RefusedError
 from airflow_cdc.engine.server.client import EngineClient
-from airflow_cdc.engine.server.instance import LOG, STATUS, api_token, is_running, read_status, resolve, state_dir
+from airflow_cdc.engine.server.instance_files import LOG, STATUS, api_token, is_running, read_status, resolve, state_dir
 
 RUNNING = "POLLING_TASKS"
 

@@ -1,248 +1,161 @@
-"""An engine instance: one named engine, its sink and its control API, run as one process.
+"""An engine instance: one named engine, its sink and its control API, run as one process (its
+files and settings: ``instance_files.py``).
 
-Everything an instance keeps lives in its state directory (``state.dir``, by default
-``~/.airflow-cdc/<name>``):
+Two ways to run it:
 
-* ``instance.lock`` - held (flock) while the instance runs: "is it running?" is answered by the
-  kernel, so a ``kill -9`` leaves no stale claim behind;
-* ``instance.json`` - pid, state, API address, error; rewritten atomically on every change, so
-  ``start`` can wait for the state and ``status`` can report a stopped instance;
-* ``api.token`` - the generated bearer token (mode 0600) when ``api.token`` is not set;
-* ``notifications.jsonl`` - the api channel's notifications of this run and earlier ones, so a
-  reader's cursor survives a restart (``airflow_cdc.engine.notifications``);
-* ``offsets.json`` and ``changelog/`` - the defaults of ``offset.storage.file.filename`` and
-  ``sink.changelog.dir``.
+* ``airflow-cdc engine run`` (and ``engine start``, the same detached): the engine runs once;
+  the process ends when it is stopped (SIGTERM, ``POST /stop``) or fails.
+* ``airflow-cdc engine serve``: the engine as a service, under a supervisor (a container, a
+  Kubernetes Deployment, systemd). The process and its API stay up; ``POST /stop`` stops the
+  engine (drain, commit, release the source's slots) and ``POST /start`` starts it again,
+  with the configuration a DAG asks for laid over the file's (kept in
+  ``<state.dir>/service-overrides.yaml`` for the next boot); while it is stopped its offsets
+  can be changed through the API, as Kafka Connect allows for a stopped connector (KIP-875).
+  SIGTERM stops the engine and the process. ``--stopped`` boots without starting the engine.
 
-Every run of an instance has an id (``run_id`` in its status, the notification bus's).
+Every run of the engine has an id (``run_id`` in the status, the notification bus's).
 """
 
 from __future__ import annotations
 
-import contextlib
-import fcntl
-import ipaddress
 import logging
 import os
-import secrets
 import signal
 import threading
 import time
-from collections.abc import Iterator, Mapping
-from dataclasses import dataclass
+from collections.abc import Mapping
 from pathlib import Path
-from typing import IO, Any
+from typing import Any
 
 import orjson
+import yaml
 
-from airflow_cdc.engine.config import ConfigDef, Field
 from airflow_cdc.engine.engine import Engine
-from airflow_cdc.engine.errors import CdcError, ConfigError, ConfigProblem
+from airflow_cdc.engine.errors import CdcError, RefusedError
 from airflow_cdc.engine.positions import codec_for
-from airflow_cdc.engine.serialization import JsonSerializer
+from airflow_cdc.engine.server.engine_run import EngineRun
+from airflow_cdc.engine.server.instance_files import (
+    STATUS,
+    _locked,
+    api_tls,
+    ensure_api_token,
+    read_status,
+    validated,
+)
 from airflow_cdc.engine.server.models import InstancePosition, InstanceStatus, OffsetEntry, TaskStatus
-from airflow_cdc.engine.server.status import instance_position
-from airflow_cdc.engine.sinks import Sink, build_sink
-from airflow_cdc.engine.validation import ValidatedConfig, config_component, sink_component, validate_config
+from airflow_cdc.engine.server.status import instance_position, stopped_position
+from airflow_cdc.engine.sinks import Sink
+from airflow_cdc.engine.storage import OffsetStore, build_offset_store
+from airflow_cdc.engine.validation import ValidatedConfig
 
 log = logging.getLogger(__name__)
 
-INSTANCE_CONFIG = ConfigDef(
-    [
-        Field(
-            "state.dir",
-            default="",
-            doc="The instance's directory (offsets, changelog, status, log); default ~/.airflow-cdc/<name>.",
-        ),
-        Field("api.enabled", type="bool", default=True, doc="Serve the control HTTP API."),
-        Field("api.host", default="127.0.0.1", doc="Address the control API binds to (loopback by default)."),
-        Field("api.port", type="int", default=0, minimum=0, doc="0: any free port (see instance.json)."),
-        Field(
-            "api.token",
-            default="",
-            doc="Bearer token of the control API; empty: generated once into <state.dir>/api.token.",
-        ),
-        Field("api.ssl.certfile", default="", doc="The control API's certificate (PEM): it then serves HTTPS."),
-        Field("api.ssl.keyfile", default="", doc="The certificate's private key (PEM)."),
-        Field(
-            "api.ssl.cafile",
-            default="",
-            doc="CA bundle (PEM) the API's clients' certificates must be signed by: set, a client needs one.",
-        ),
-        Field(
-            "api.behind.proxy",
-            type="bool",
-            default=False,
-            doc="Serve plain HTTP on a non-loopback api.host because a TLS-terminating proxy is the only way in.",
-        ),
-    ]
-)
+#: A serving instance's configuration from POST /start, laid over the file's at the next boot too.
+OVERRIDES = "service-overrides.yaml"
 
 
-@dataclass(frozen=True)
-class Tls:
-    """The API's certificate (``api.ssl.certfile``/``keyfile``), and the CA its clients'
-    certificates must be signed by when it asks for them (``api.ssl.cafile``)."""
-
-    certfile: str
-    keyfile: str
-    cafile: str = ""
-
-
-LOCK, STATUS, TOKEN, LOG = "instance.lock", "instance.json", "api.token", "engine.log"
-NOTIFICATIONS = "notifications.jsonl"
-
-
-def state_dir(props: Mapping[str, Any]) -> Path:
-    configured = str(props.get("state.dir") or "")
-    if configured:
-        return Path(configured).expanduser()
-    return Path.home() / ".airflow-cdc" / str(props.get("name") or "engine")
-
-
-def resolve(props: Mapping[str, Any]) -> dict[str, Any]:
-    """The configuration with the defaults that live in the state directory filled in."""
-    directory = state_dir(props)
-    out = dict(props)
-    out["state.dir"] = str(directory)
-    out.setdefault("offset.storage.file.filename", str(directory / "offsets.json"))
-    out.setdefault("sink.changelog.dir", str(directory / "changelog"))
-    return out
-
-
-def validated(props: Mapping[str, Any], *, strict: bool | None = None) -> ValidatedConfig:
-    """The whole configuration - instance, sink, engine, connector, transforms - validated (no
-    engine is built); ConfigError lists every problem once. Unknown keys are its ``warnings``."""
-    return validate_config(
-        resolve(props), components=(config_component("instance", INSTANCE_CONFIG), sink_component()), strict=strict
-    )
-
-
-def check(props: Mapping[str, Any], *, strict: bool | None = None) -> list[ConfigProblem]:
-    """Every problem of the instance, sink and engine configuration (not just the first)."""
-    try:
-        validated(props, strict=strict)
-    except ConfigError as exc:
-        return exc.problems
-    return []
-
-
-def read_status(directory: Path) -> dict[str, Any] | None:
-    try:
-        data = orjson.loads((directory / STATUS).read_bytes())
-    except (FileNotFoundError, orjson.JSONDecodeError):
-        return None
-    return data if isinstance(data, dict) else None
-
-
-def is_running(directory: Path) -> bool:
-    """Whether an instance holds the state directory's lock."""
-    try:
-        with _locked(directory, blocking=False):
-            return False
-    except BlockingIOError:
-        return True
-
-
-@contextlib.contextmanager
-def _locked(directory: Path, *, blocking: bool) -> Iterator[IO[str]]:
-    directory.mkdir(parents=True, exist_ok=True)
-    with open(directory / LOCK, "a+") as lock:
-        fcntl.flock(lock, fcntl.LOCK_EX | (0 if blocking else fcntl.LOCK_NB))
-        try:
-            yield lock
-        finally:
-            fcntl.flock(lock, fcntl.LOCK_UN)
-
-
-def offsets_lock(directory: Path) -> contextlib.AbstractContextManager[IO[str]]:
-    """Held while offsets are changed from outside: refuses (BlockingIOError) a running instance."""
-    return _locked(directory, blocking=False)
-
-
-def api_token(settings: Mapping[str, Any]) -> str:
-    """The token a client sends: ``api.token``, else the instance's generated one (empty if it
-    has none yet - which the API never accepts)."""
-    configured = str(settings.get("api.token") or "").strip()
-    if configured:
-        return configured
-    try:
-        return (Path(settings["state.dir"]) / TOKEN).read_text().strip()
-    except FileNotFoundError:
-        return ""
-
-
-def ensure_api_token(settings: Mapping[str, Any]) -> str:
-    """The instance's token: ``api.token``, else the one generated into ``<state.dir>/api.token``
-    - written whole or not at all (a crash between creating and writing it once left an empty
-    file, and an empty token let any request in), and generated again if empty."""
-    token = api_token(settings)
-    if token:
-        return token
-    token = secrets.token_urlsafe(32)
-    path = Path(settings["state.dir"]) / TOKEN
-    temp = path.with_name(f".{TOKEN}.{os.getpid()}.tmp")
-    fd = os.open(temp, os.O_WRONLY | os.O_CREAT | os.O_TRUNC, 0o600)
-    with os.fdopen(fd, "w") as file:
-        file.write(token + "\n")
-        file.flush()
-        os.fsync(file.fileno())
-    os.replace(temp, path)
-    return token
-
-
-def api_tls(settings: Mapping[str, Any]) -> Tls | None:
-    """The API's TLS settings; ConfigError for a half-set certificate, or for plain HTTP on a
-    non-loopback address without ``api.behind.proxy`` (the token would cross a network in clear)."""
-    certfile, keyfile = str(settings["api.ssl.certfile"] or ""), str(settings["api.ssl.keyfile"] or "")
-    if bool(certfile) != bool(keyfile):
-        raise ConfigError(
-            [ConfigProblem("api.ssl.keyfile", "api.ssl.certfile and api.ssl.keyfile go together", "set both, or none")]
-        )
-    host = str(settings["api.host"])
-    if not certfile and not _loopback(host) and not settings["api.behind.proxy"]:
-        raise ConfigError(
-            [
-                ConfigProblem(
-                    "api.host",
-                    f"{host} is reachable from other hosts, and the API would serve plain HTTP (its token in clear)",
-                    "set api.ssl.certfile and api.ssl.keyfile, or api.behind.proxy: true when a TLS-terminating "
-                    "proxy (an ingress, a service mesh) is the only way in",
-                )
-            ]
-        )
-    return Tls(certfile, keyfile, str(settings["api.ssl.cafile"] or "")) if certfile else None
-
-
-def _loopback(host: str) -> bool:
-    try:
-        return ipaddress.ip_address(host).is_loopback
-    except ValueError:
-        return host == "localhost"
+class NotRunningError(RefusedError):
+    """The engine is not running (a serving instance, stopped)."""
 
 
 class EngineInstance:
-    """Runs until stopped (SIGTERM, SIGINT, ``POST /stop``) or until the engine fails."""
+    """Runs until stopped (SIGTERM, SIGINT, ``POST /stop``) or until the engine fails; serving
+    (``serve=True``), until SIGTERM, the engine started and stopped through the API."""
 
-    def __init__(self, props: Mapping[str, Any]) -> None:
-        config = validated(props)
-        self.settings = dict(config.config)
+    def __init__(self, props: Mapping[str, Any], *, serve: bool = False, start_stopped: bool = False) -> None:
+        self.props = dict(props)
+        self.serve, self._start_stopped = serve, start_stopped
+        #: What the last POST /start laid over the file's configuration (a serving instance's).
+        self.overrides: dict[str, Any] = self._kept_overrides(props) if serve else {}
+        self.config: ValidatedConfig = validated({**props, **self.overrides})
+        self.settings = dict(self.config.config)
         self.directory = Path(self.settings["state.dir"])
-        self.instance_settings = config.components["instance"]
-        self.name = config.name
-        self.sink: Sink = build_sink(self.settings)
-        self.engine = Engine(config, batch_handler=self.sink, serializer=JsonSerializer())
-        self.run_id = self.engine.notifications.run_id
+        self.instance_settings = self.config.components["instance"]
+        self.name = self.config.name
         self.positions = codec_for(self.settings)
-        self.stop_requested = threading.Event()
+        self.stop_requested = threading.Event()  # the process
+        self._engine_stop = threading.Event()  # a serving instance's engine
+        self._lock = threading.Lock()  # one start or stop at a time
         self.started_at = time.time()
         self.api_url: str | None = None
         self.token = ""
-        self.start_error: CdcError | None = None
+        self.current: EngineRun | None = None if start_stopped else EngineRun(self.config, self.directory)
         self._last_written: str | None = None
 
-    def request_stop(self) -> None:
-        self.stop_requested.set()
+    # -- what the API asks ------------------------------------------------------------------
+    @property
+    def engine(self) -> Engine:
+        """The engine of the current (or last) run; NotRunningError before the first."""
+        if self.current is None:
+            raise NotRunningError(f"instance {self.name!r} is stopped: start it (POST /start)")
+        return self.current.engine
 
+    @property
+    def running(self) -> bool:
+        return self.current is not None and self.current.alive
+
+    @property
+    def run_id(self) -> str:
+        return self.current.run_id if self.current is not None else ""
+
+    @property
+    def sink(self) -> Sink:
+        if self.current is None:
+            raise NotRunningError(f"instance {self.name!r} is stopped: start it (POST /start)")
+        return self.current.sink
+
+    def request_stop(self) -> None:
+        """Stop the engine; the process too unless it serves."""
+        if self.serve:
+            self._engine_stop.set()
+        else:
+            self.stop_requested.set()
+
+    def request_start(self, overrides: Mapping[str, Any] | None = None) -> str:
+        """A serving instance's engine started with ``overrides`` laid over the file's
+        configuration (None: those of the last start): ``"STARTING"``, or ``"RUNNING"`` when it
+        runs with that configuration already (RefusedError naming the keys when it runs with
+        another)."""
+        if not self.serve:
+            raise RefusedError(
+                f"instance {self.name!r} runs once (engine run): start it with `airflow-cdc engine start`"
+            )
+        with self._lock:
+            wanted = dict(self.overrides if overrides is None else overrides)
+            if self.running:
+                differences = self._differences(wanted)
+                if differences:
+                    raise RefusedError(
+                        f"instance {self.name!r} runs with another configuration ({'; '.join(differences)}): "
+                        "stop it first (POST /stop) to start it with this one"
+                    )
+                return "RUNNING"
+            config = validated({**self.props, **wanted})
+            _write_overrides(self.directory, wanted)
+            self.config, self.settings, self.overrides = config, dict(config.config), wanted
+            self._engine_stop.clear()
+            self.current = EngineRun(config, self.directory)
+            self.current.start()
+            return "STARTING"
+
+    def _differences(self, wanted: Mapping[str, Any]) -> list[str]:
+        running = validated({**self.props, **wanted}).config
+        return [
+            f"{key}: running {self.settings.get(key)!r}, asked {running.get(key)!r}"
+            for key in sorted(set(running) | set(self.settings))
+            if str(running.get(key)) != str(self.settings.get(key)) and "password" not in key
+        ]
+
+    def stopped_store(self) -> OffsetStore:
+        """The offset store, while a serving instance's engine is stopped (RefusedError while it
+        runs: offsets changed under a running engine would be overwritten at its next commit)."""
+        if self.running:
+            raise RefusedError(
+                f"instance {self.name!r} is running: stop it first (POST /stop, or PUT /connectors/{self.name}/stop)"
+            )
+        return build_offset_store(self.name, self.config.engine)
+
+    # -- running ----------------------------------------------------------------------------
     def run(self) -> int:
         """Run in the foreground; 0 after a requested stop, 1 if the engine failed."""
         self.directory.mkdir(parents=True, exist_ok=True)
@@ -259,7 +172,6 @@ class EngineInstance:
         from airflow_cdc.engine.server.api_server import ControlApi
 
         self._install_signal_handlers()
-        self.engine.notifications.persist(self.directory / NOTIFICATIONS)
         api = None
         if self.instance_settings["api.enabled"]:
             self.token = ensure_api_token(self.settings)
@@ -267,68 +179,72 @@ class EngineInstance:
             api = ControlApi(self, settings["api.host"], settings["api.port"], self.token, api_tls(settings))
             self.api_url = api.start()
         self._write_status()
-        engine_thread = threading.Thread(target=self._run_engine, name=f"engine-{self.name}")
         try:
-            self.sink.start()
-            engine_thread.start()
-            while engine_thread.is_alive() and not self.stop_requested.wait(0.2):
-                self._write_status()
-        except CdcError as exc:
-            log.error("instance %r: %s", self.name, exc)
-            self.start_error = exc
+            if self.current is not None:
+                self.current.start()
+            self._supervise()
         finally:
-            self._stop(engine_thread)
+            if self.current is not None:
+                self.current.stop()
+            self._write_status()
             if api is not None:
                 api.stop()
-            self.engine.notifications.close()
-        return 0 if self.engine.error is None and self.start_error is None else 1
+        return 0 if self.current is None or self.current.error is None else 1
 
-    def _run_engine(self) -> None:
-        try:
-            self.engine.run()
-        except Exception as exc:  # the engine records it; run() re-raises for embedders
-            log.error("instance %r: engine failed: %s", self.name, exc)
-
-    def _stop(self, engine_thread: threading.Thread) -> None:
-        timeout = self.engine.settings["task.management.timeout.ms"] / 1000
-        try:
-            self.engine.close(timeout)
-        except TimeoutError as exc:
-            log.error("instance %r: %s", self.name, exc)
-        if engine_thread.ident is not None:
-            engine_thread.join(timeout)
-        try:
-            self.sink.close()
-        except Exception as exc:
-            log.error("instance %r: closing the sink failed: %s", self.name, exc)
-        self._write_status()
+    def _supervise(self) -> None:
+        """Until the process is to stop: keep the status file current, stop the engine when
+        asked; a run that ends ends the process unless it serves."""
+        while not self.stop_requested.wait(0.2):
+            if self.serve and self._engine_stop.is_set() and self.current is not None:
+                with self._lock:
+                    self.current.stop()
+                    self._engine_stop.clear()
+            self._write_status()
+            if not self.serve and (self.current is None or not self.current.alive):
+                return
 
     def _install_signal_handlers(self) -> None:
         if threading.current_thread() is not threading.main_thread():
             return
         for signum in (signal.SIGTERM, signal.SIGINT):
-            signal.signal(signum, lambda *_: self.request_stop())
+            signal.signal(signum, lambda *_: self.stop_requested.set())
 
+    # -- status -----------------------------------------------------------------------------
     def status_model(self) -> InstanceStatus:
-        engine = self.engine.status()
+        current = self.current
+        common: dict[str, Any] = {
+            "name": self.name,
+            "pid": os.getpid(),
+            "connector_class": self.settings.get("connector.class"),
+            "api": self.api_url,
+            "state_dir": str(self.directory),
+        }
+        if current is None:
+            return InstanceStatus(
+                run_id="",
+                state="STOPPED",
+                phase="stopped",
+                started_at=self.started_at,
+                uptime_s=round(time.time() - self.started_at, 3),
+                sink={"type": str(self.settings.get("sink.type") or "")},
+                position=stopped_position(),
+                **common,
+            )
+        engine = current.engine.status()
         position = self.position()
-        error = engine["error"] or (None if self.start_error is None else str(self.start_error))
+        error = current.error
         return InstanceStatus(
-            name=self.name,
-            run_id=self.run_id,
+            run_id=current.run_id,
             state=engine["state"],
             phase="failed" if error else position.phase,
             paused=engine["paused"],
-            pid=os.getpid(),
-            started_at=self.started_at,
-            uptime_s=round(time.time() - self.started_at, 3),
-            connector_class=self.settings.get("connector.class"),
+            started_at=current.started_at,
+            uptime_s=round(time.time() - current.started_at, 3),
             tasks=tuple(TaskStatus.from_json(task) for task in engine["tasks"]),
-            sink={"type": self.sink.type, **self.sink.metrics()},
-            api=self.api_url,
-            state_dir=str(self.directory),
+            sink={"type": current.sink.type, **current.sink.metrics()},
             error=error,
             position=position,
+            **common,
         )
 
     def status(self) -> dict[str, Any]:
@@ -337,10 +253,19 @@ class EngineInstance:
     def position(self, target: str | None = None) -> InstancePosition:
         """Phase and positions; with ``target`` (OffsetError if it is not a position of this
         source) whether every task's committed offset has reached it."""
-        return instance_position(self.engine, self.positions, target)
+        if self.current is None:
+            return stopped_position()
+        return instance_position(self.current.engine, self.positions, target)
 
     def offsets(self) -> list[OffsetEntry]:
-        return [OffsetEntry(p, o) for p, o in self.engine.offset_store.entries()]
+        if self.current is not None and self.current.alive:
+            return [OffsetEntry(p, o) for p, o in self.current.engine.offset_store.entries()]
+        store = build_offset_store(self.name, self.config.engine)
+        store.start()
+        try:
+            return [OffsetEntry(p, o) for p, o in store.entries()]
+        finally:
+            store.stop()
 
     def _write_status(self) -> None:
         status = self.status()
@@ -352,3 +277,20 @@ class EngineInstance:
         temp.write_bytes(data)
         os.replace(temp, self.directory / STATUS)
         self._last_written = data.decode()
+
+    @staticmethod
+    def _kept_overrides(props: Mapping[str, Any]) -> dict[str, Any]:
+        """A serving instance boots with the configuration it was last started with."""
+        directory = Path(validated(props).config["state.dir"])
+        try:
+            kept = yaml.safe_load((directory / OVERRIDES).read_text()) or {}
+        except FileNotFoundError:
+            return {}
+        return dict(kept) if isinstance(kept, dict) else {}
+
+
+def _write_overrides(directory: Path, overrides: Mapping[str, Any]) -> None:
+    directory.mkdir(parents=True, exist_ok=True)
+    temp = directory / f".{OVERRIDES}.tmp"
+    temp.write_text(yaml.safe_dump(dict(overrides), sort_keys=True))
+    os.replace(temp, directory / OVERRIDES)

@@ -20,7 +20,7 @@ from typing import Any
 from airflow_cdc.engine.errors import OffsetError, RefusedError
 from airflow_cdc.engine.positions import codec_for
 from airflow_cdc.engine.records import Offset, Partition
-from airflow_cdc.engine.server.instance import offsets_lock, state_dir, validated
+from airflow_cdc.engine.server.instance_files import offsets_lock, state_dir, validated
 from airflow_cdc.engine.storage import OffsetStore, build_offset_store
 
 

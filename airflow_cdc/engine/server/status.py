@@ -95,3 +95,8 @@ def every(answers: Iterable[bool | None]) -> bool | None:
     if not seen or None in seen:
         return None
     return True
+
+
+def stopped_position() -> InstancePosition:
+    """The position of a serving instance whose engine has not run yet."""
+    return InstancePosition(phase="stopped", lag_unit="", lag=None, caught_up=None, target=None, reached=None, tasks=())

@@ -10,7 +10,7 @@ from airflow.sdk.execution_time.context import OutletEventAccessors
 
 from airflow_cdc.engine.notifications import Notification
 from airflow_cdc.engine.server.client import EngineClient
-from airflow_cdc.engine.server.instance import is_running
+from airflow_cdc.engine.server.instance_files import is_running
 from airflow_cdc.engine.testing import wait_until
 
 

@@ -21,7 +21,8 @@ from typing import Any
 import psycopg
 import pytest
 
-from airflow_cdc.engine.server.instance import EngineInstance, read_status
+from airflow_cdc.engine.server.instance import EngineInstance
+from airflow_cdc.engine.server.instance_files import read_status
 from airflow_cdc.engine.testing import wait_until
 from airflow_cdc.spark.apply import RESULT_MARKER, TARGET_URL_ENV, ApplyJob, run
 from airflow_cdc.spark.reading import SourceOptions

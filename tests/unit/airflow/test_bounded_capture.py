@@ -10,7 +10,7 @@ from typing import Any
 import pytest
 
 from airflow_cdc.engine.errors import OffsetError, RefusedError
-from airflow_cdc.engine.server.instance import offsets_lock
+from airflow_cdc.engine.server.instance_files import offsets_lock
 from airflow_cdc.operators.bounded import CaptureBounds, capture
 
 

@@ -19,7 +19,7 @@ from typing import Any
 import pytest
 
 from airflow_cdc.engine.server.config_file import load_config_file
-from airflow_cdc.engine.server.instance import validated
+from airflow_cdc.engine.server.instance_files import validated
 from tests.unit.docker import stack
 
 SERVICES = {"postgres", "mariadb", "kafka", "connect", "airflow"}
