@@ -5,7 +5,10 @@ worker. Kept apart from the hook so it is tested without Airflow, one field at a
 Connection fields (ADR 0011):
 
 * ``host`` - the API's address, ``http://127.0.0.1`` or ``127.0.0.1`` (``port`` beside it), or a
-  whole URL with its port; empty when the instance runs beside the worker (``config_path``);
+  whole URL with its port; empty when the instance runs beside the worker (``config_path``).
+  With a host and no ``config_path`` the instance is an engine service (``airflow-cdc engine
+  serve``, in its own container or pod): the operators start and stop its engine, and change its
+  offsets, through the API;
 * ``password`` - the API's bearer token (never logged);
 * ``login`` - the instance's name (informative; checked against the API's answer);
 * extra ``config_path`` - the instance's config file on the worker: the hook can start the

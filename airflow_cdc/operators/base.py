@@ -44,7 +44,7 @@ class CdcBaseOperator(BaseOperator):
     :param cdc_conn_id: the engine instance's connection (type ``cdc_engine``).
     """
 
-    operator_extra_links = (CdcInstanceLink(),)
+    operator_extra_links: tuple[Any, ...] = (CdcInstanceLink(),)
     ui_color = "#e8f1f8"
 
     def __init__(self, *, cdc_conn_id: str = CdcEngineHook.default_conn_name, **kwargs: Any) -> None:

@@ -10,11 +10,11 @@ from typing import Any
 from airflow.sdk import Context
 
 from airflow_cdc.assets import sink_dataset
-from airflow_cdc.engine.errors import ApiUnavailableError
+from airflow_cdc.engine.errors import ApiRefusedError, ApiUnavailableError
 from airflow_cdc.engine.server import control
 from airflow_cdc.engine.server.client import EngineClient
 from airflow_cdc.engine.server.config_file import flatten, strip_prefixes
-from airflow_cdc.engine.server.instance_files import resolve
+from airflow_cdc.engine.server.instance_files import override_problems, resolve
 from airflow_cdc.engine.server.models import InstanceStatus
 from airflow_cdc.hooks.engine import config_text
 from airflow_cdc.hooks.source_config import (
@@ -23,7 +23,6 @@ from airflow_cdc.hooks.source_config import (
     from_connection,
     is_secret_key,
     lineage_namespace,
-    override_problems,
 )
 from airflow_cdc.operators.base import CdcBaseOperator, CdcOperatorError
 
@@ -131,12 +130,9 @@ class CdcStartEngineOperator(CdcBaseOperator):
 
     def execute(self, context: Context) -> dict[str, Any]:
         with self.failures(f"starting the engine instance of connection {self.cdc_conn_id!r}"):
-            if not self.hook.settings.config_path:
-                raise CdcOperatorError(
-                    "CdcStartEngineOperator starts an instance beside the worker from its config file: set the extra "
-                    f"config_path of connection {self.cdc_conn_id!r}"
-                )
             source = from_connection(self.hook.get_connection(self.source_conn_id)) if self.source_conn_id else None
+            if not self.hook.settings.config_path and not self.hook.settings.kafka_connect:
+                return self._start_service(source)
             requested = self._requested(source)
             deadline = time.monotonic() + self.timeout
             if self.hook.settings.kafka_connect:
@@ -155,6 +151,31 @@ class CdcStartEngineOperator(CdcBaseOperator):
             requested, literal_tables(requested.get("table.include.list"))
         )
         self.log.info("instance %r %s: %s", status.name, "started" if started else "already running", status.phase)
+        return self._started_answer(status, started)
+
+    def _start_service(self, source: SourceConfig | None) -> dict[str, Any]:
+        """An engine service reached through its URL (``airflow-cdc engine serve``): started with
+        the DAG's configuration, and the source connection's host, port, user and database, laid
+        over its own - never a password, which the service keeps (its Secret)."""
+        overrides = {**(source.properties if source else {}), **dict(self.config or {})}
+        check_config_argument(overrides)
+        deadline = time.monotonic() + self.timeout
+        with self.engine_client() as client:
+            try:
+                state = client.start(overrides).state
+            except ApiRefusedError as exc:
+                if "runs once" not in exc.message:  # a serving instance running with another configuration
+                    raise CdcOperatorError(
+                        f"{exc.message}; or change the task's config to the one it runs with"
+                    ) from exc
+                self._check_same({**client.connector(client.status().name).get("config", {}), **overrides})
+                state = client.status().state
+        started = state == "STARTING"
+        status = self._wait_streaming(deadline)
+        self.log.info("instance %r %s: %s", status.name, "started" if started else "already running", status.phase)
+        return self._started_answer(status, started)
+
+    def _started_answer(self, status: InstanceStatus, started: bool) -> dict[str, Any]:
         return {
             "name": status.name,
             "api_url": self.instance_status_url.removesuffix("/status"),
@@ -269,6 +290,10 @@ class CdcStopEngineOperator(CdcBaseOperator):
     def _stop_remote(self) -> dict[str, Any]:
         try:
             with self.engine_client() as client:
+                status = client.status()
+                if status.state == "STOPPED":  # an engine service whose engine is stopped
+                    self.log.info("instance %r is not running (STOPPED)", status.name)
+                    return {"name": status.name, "stopped": False, "state": "STOPPED"}
                 if self.drop_slot:
                     self._check_drops_slot(client)
                 name = client.stop().name
@@ -290,10 +315,12 @@ class CdcStopEngineOperator(CdcBaseOperator):
             )
 
     def _wait_gone(self, client: EngineClient) -> None:
+        """Until its API is gone (an instance run once), or it says STOPPED (a service)."""
         deadline = time.monotonic() + self.timeout
         while time.monotonic() < deadline:
             try:
-                client.health()
+                if client.status().state == "STOPPED":
+                    return
             except ApiUnavailableError:
                 return
             time.sleep(0.2)

@@ -66,16 +66,11 @@ class CdcOffsetsOperator(CdcBaseOperator):
 
     def execute(self, context: Context) -> dict[str, Any]:
         with self.failures(f"{self.action} of the offsets of connection {self.cdc_conn_id!r}'s instance"):
-            if self.hook.settings.kafka_connect:
+            if self.hook.settings.kafka_connect or not self.hook.settings.config_path:
                 try:
-                    return self._on_connect()
-                except ApiRefusedError as exc:  # the connector runs
+                    return self._through_api()
+                except ApiRefusedError as exc:  # the connector (or the served engine) runs
                     raise CdcOperatorError(f"{exc.message}; in a DAG: CdcStopEngineOperator first") from exc
-            if not self.hook.settings.config_path:
-                raise CdcOperatorError(
-                    "offsets are changed beside the instance, in its offset store: set the extra config_path of "
-                    f"connection {self.cdc_conn_id!r} to its config file"
-                )
             props = self._last_config()
             self.remember_status_url()
             partition = dict(self.partition) if isinstance(self.partition, Mapping) else None
@@ -92,23 +87,25 @@ class CdcOffsetsOperator(CdcBaseOperator):
         self.log.info("offset of %s set to %s (was %s)", changed["partition"], position, changed["before"])
         return {"action": "seek", **changed, "position": position}
 
-    def _on_connect(self) -> dict[str, Any]:
-        """A connector on Kafka Connect: its offsets API (Connect 3.6+), which refuses while the
-        connector is not STOPPED (``CdcStopEngineOperator`` stops it)."""
+    def _through_api(self) -> dict[str, Any]:
+        """A connector on Kafka Connect, or an engine service reached through its URL: Kafka
+        Connect's offsets API (KIP-875), which refuses while the connector (the engine) is not
+        stopped (``CdcStopEngineOperator`` stops it)."""
         with self.hook.get_client() as client:
-            self.instance_status_url = f"{client.url}/connectors/{self.hook.settings.instance}/status"
+            name = self.hook.settings.instance or client.status().name
+            self.instance_status_url = f"{client.url}/connectors/{name}/status"
             if self.action == "reset":
-                removed = client.reset_offsets()  # type: ignore[attr-defined]  # a ConnectorEngineClient
+                removed = client.reset_offsets()
                 self.log.info("offsets reset: %s", removed)
                 return {"action": "reset", "removed": removed}
-            config = dict(client.connector(str(self.hook.settings.instance)).get("config") or {})
+            config = dict(client.connector(name).get("config") or {})
             offset = offsets_admin.position_offset(config, str(self.position))
             entries = client.offsets()
-            partition = dict(self.partition) if isinstance(self.partition, Mapping) else None
+            partition: dict[str, Any] | None = dict(self.partition) if isinstance(self.partition, Mapping) else None
             if partition is None:
-                partition = entries[0].partition if len(entries) == 1 else {"server": config.get("topic.prefix")}
+                partition = dict(entries[0].partition) if len(entries) == 1 else {"server": config.get("topic.prefix")}
             before = next((e.offset for e in entries if e.partition == partition), None)
-            client.alter_offsets([{"partition": partition, "offset": offset}])  # type: ignore[attr-defined]
+            client.alter_offsets([{"partition": partition, "offset": offset}])
         position = codec_for(config).format(offset)
         self.log.info("offset of %s set to %s (was %s)", partition, position, before)
         return {"action": "seek", "partition": partition, "before": before, "offset": offset, "position": position}

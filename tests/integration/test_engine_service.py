@@ -84,7 +84,7 @@ def test_the_engine_stops_and_starts_under_a_process_that_stays(
             assert slot_active(pg_server, config["slot.name"])
             first_run = client.status().run_id
             with pytest.raises(ApiRefusedError, match="is running: stop it first"):
-                client.reset_offsets(client.status().name)
+                client.reset_offsets()
             assert client.stop().state == "STOPPING"
             wait_until(lambda: client.status().state == "STOPPED", 60, "the engine stopped")
             assert process.poll() is None  # the process, and its API, stay
@@ -93,9 +93,9 @@ def test_the_engine_stops_and_starts_under_a_process_that_stays(
             assert committed and "lsn" in committed[0].offset
             # KIP-875 on the stopped engine: seek back to before the snapshot's rows were read.
             partition = committed[0].partition
-            client.alter_offsets(config["name"], [OffsetEntry(partition, {**committed[0].offset, "lsn": 1})])
+            client.alter_offsets([OffsetEntry(partition, {**committed[0].offset, "lsn": 1})])
             assert client.offsets()[0].offset["lsn"] == 1
-            client.reset_offsets(config["name"])
+            client.reset_offsets()
             assert client.offsets() == []
             # Started again with a DAG's configuration over the file's.
             assert client.start({"table.include.list": "public.t", "snapshot.mode": "no_data"}).state == "STARTING"

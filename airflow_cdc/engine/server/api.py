@@ -151,6 +151,18 @@ class _InstanceRoutes:
         )
         routes.add_api_route("/offsets", self.offsets, methods=get, summary="Committed offsets: {offsets: [...]}")
         routes.add_api_route(
+            "/offsets",
+            self.alter_offsets,
+            methods=["PATCH"],
+            summary="KIP-875: {offsets: [{partition, offset}]} of a stopped serving instance (409 while it runs)",
+        )
+        routes.add_api_route(
+            "/offsets",
+            self.reset_offsets,
+            methods=["DELETE"],
+            summary="KIP-875: forget the offsets of a stopped serving instance (409 while it runs)",
+        )
+        routes.add_api_route(
             "/offsets/flush",
             self.flush,
             methods=["POST"],
@@ -196,6 +208,42 @@ class _InstanceRoutes:
 
     def offsets(self) -> dict[str, Any]:
         return {"offsets": [entry.to_json() for entry in self.instance.offsets()]}
+
+    def _store(self) -> OffsetStore:
+        if not self.instance.serve:
+            # Kafka Connect (KIP-875) alters offsets of a STOPPED connector only; this process
+            # ends when its engine stops: offsets are changed with the CLI then.
+            raise Refusal(
+                HTTPStatus.CONFLICT,
+                f"instance {self.instance.name!r} is running: stop it, then use `airflow-cdc offsets set|reset`",
+            )
+        return self.instance.stopped_store()
+
+    async def alter_offsets(self, request: Request) -> dict[str, Any]:
+        store = self._store()  # 409 first: a running engine's offsets are not changed, whatever asked
+        entries = _json_object(await _body(request)).get("offsets")
+        if not isinstance(entries, list) or not all(isinstance(e, dict) and "partition" in e for e in entries):
+            raise Refusal(HTTPStatus.BAD_REQUEST, "the body must be {offsets: [{partition, offset}, ...]}")
+        store.start()
+        try:
+            for entry in entries:
+                if entry.get("offset") is None:
+                    store.delete(entry["partition"])
+                else:
+                    store.write([(entry["partition"], entry["offset"])])
+        finally:
+            store.stop()
+        return {"message": "The offsets for this connector have been altered successfully"}
+
+    def reset_offsets(self) -> dict[str, Any]:
+        store = self._store()
+        store.start()
+        try:
+            for partition, _ in store.entries():
+                store.delete(partition)
+        finally:
+            store.stop()
+        return {"message": "The offsets for this connector have been reset successfully"}
 
     def flush(self) -> dict[str, Any]:
         committed = self.instance.engine.commit_now(FLUSH_TIMEOUT_S)
@@ -296,43 +344,13 @@ class _ConnectRoutes:
         self._named(name)
         return self.own.offsets()
 
-    def _store(self) -> OffsetStore:
-        if not self.instance.serve:
-            # Kafka Connect (KIP-875) alters offsets of a STOPPED connector only; this process
-            # ends when its engine stops: offsets are changed with the CLI then.
-            raise Refusal(
-                HTTPStatus.CONFLICT,
-                f"instance {self.instance.name!r} is running: stop it, then use `airflow-cdc offsets set|reset`",
-            )
-        return self.instance.stopped_store()
-
     async def alter_offsets(self, name: str, request: Request) -> dict[str, Any]:
         self._named(name)
-        store = self._store()  # 409 first: a running engine's offsets are not changed, whatever asked
-        entries = _json_object(await _body(request)).get("offsets")
-        if not isinstance(entries, list) or not all(isinstance(e, dict) and "partition" in e for e in entries):
-            raise Refusal(HTTPStatus.BAD_REQUEST, "the body must be {offsets: [{partition, offset}, ...]}")
-        store.start()
-        try:
-            for entry in entries:
-                if entry.get("offset") is None:
-                    store.delete(entry["partition"])
-                else:
-                    store.write([(entry["partition"], entry["offset"])])
-        finally:
-            store.stop()
-        return {"message": "The offsets for this connector have been altered successfully"}
+        return await self.own.alter_offsets(request)
 
     def reset_offsets(self, name: str) -> dict[str, Any]:
         self._named(name)
-        store = self._store()
-        store.start()
-        try:
-            for partition, _ in store.entries():
-                store.delete(partition)
-        finally:
-            store.stop()
-        return {"message": "The offsets for this connector have been reset successfully"}
+        return self.own.reset_offsets()
 
     def stop(self, name: str) -> dict[str, Any]:
         self._named(name)

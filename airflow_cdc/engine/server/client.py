@@ -17,7 +17,7 @@ from __future__ import annotations
 
 import functools
 import ssl
-from collections.abc import Awaitable, Callable, Mapping
+from collections.abc import Awaitable, Callable, Mapping, Sequence
 from typing import Any, Generic, ParamSpec, TypeVar, overload
 from urllib.parse import quote
 
@@ -142,16 +142,17 @@ def _start(config: Mapping[str, Any] | None = None) -> Call[StateChange]:
     return Call("POST", "/start", _json(StateChange.from_json), body={} if config is None else {"config": dict(config)})
 
 
-def _alter_offsets(name: str, offsets: list[OffsetEntry]) -> Call[str]:
+def _alter_offsets(offsets: Sequence[OffsetEntry | Mapping[str, Any]]) -> Call[str]:
     """Kafka Connect's KIP-875 on a stopped serving instance: write these offsets (an entry whose
-    ``offset`` is None forgets its partition); RefusedError while the engine runs."""
-    body = {"offsets": [entry.to_json() for entry in offsets]}
-    return Call("PATCH", f"/connectors/{quote(name, safe='')}/offsets", _json(lambda a: str(a["message"])), body=body)
+    ``offset`` is None forgets its partition); RefusedError while the engine runs. The same
+    call as the Kafka Connect backend's."""
+    entries = [e.to_json() if isinstance(e, OffsetEntry) else dict(e) for e in offsets]
+    return Call("PATCH", "/offsets", _json(lambda a: str(a["message"])), body={"offsets": entries})
 
 
-def _reset_offsets(name: str) -> Call[str]:
+def _reset_offsets() -> Call[str]:
     """KIP-875: forget every offset of a stopped serving instance (the next start is a first start)."""
-    return Call("DELETE", f"/connectors/{quote(name, safe='')}/offsets", _json(lambda a: str(a["message"])))
+    return Call("DELETE", "/offsets", _json(lambda a: str(a["message"])))
 
 
 def _flush() -> Call[dict[str, Any]]:
