@@ -86,7 +86,7 @@ def test_an_instance_beside_the_worker_that_is_not_running(connections: Instance
 
 def test_a_start_without_a_config_file_or_a_host_names_both(monkeypatch: pytest.MonkeyPatch) -> None:
     conn_id = remote(monkeypatch, "cdc_nowhere", password="t")
-    with pytest.raises(AirflowFailException, match="neither a host .* nor an extra config_path"):
+    with pytest.raises(AirflowFailException, match=r"neither a host .* nor an extra config_path"):
         CdcStartEngineOperator(task_id="start", cdc_conn_id=conn_id).execute(task_context())
 
 
@@ -94,5 +94,5 @@ def test_a_start_of_an_engine_service_that_does_not_answer_is_retried(monkeypatc
     # A host and no config_path is an engine service (airflow-cdc engine serve): one that is down
     # is a retriable failure naming the host to correct, not a demand for a config file.
     conn_id = remote(monkeypatch, "cdc_remote_only", host="http://127.0.0.1:1", password="t")
-    with pytest.raises(CdcUnavailableError, match="does not answer at http://127.0.0.1:1.*correct the host"):
+    with pytest.raises(CdcUnavailableError, match=r"does not answer at http://127\.0\.0\.1:1.*correct the host"):
         CdcStartEngineOperator(task_id="start", cdc_conn_id=conn_id).execute(task_context())
