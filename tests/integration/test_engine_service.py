@@ -119,7 +119,9 @@ def test_the_engine_stops_and_starts_under_a_process_that_stays(
             process.wait(60)
 
 
-def test_booted_stopped_it_waits_for_a_start(service: tuple[Path, dict[str, Any]]) -> None:
+def test_booted_stopped_it_waits_for_a_start_and_a_reboot_restores_the_last_target_state(
+    service: tuple[Path, dict[str, Any]],
+) -> None:
     path, config = service
     state = Path(config["state.dir"])
     process = serve(path, "--stopped")
@@ -136,6 +138,21 @@ def test_booted_stopped_it_waits_for_a_start(service: tuple[Path, dict[str, Any]
             assert resumed.status_code == 202 and resumed.json()["state"] == "STARTING"
             wait_until(lambda: client.status().phase == "streaming", 60, "started by resume")
             assert client.status().state == "POLLING_TASKS"
-    finally:
+        # The target state is kept, as Kafka Connect keeps a connector's: a reboot restores the
+        # last one, and --stopped is only the initial one.
         process.send_signal(signal.SIGTERM)
         assert process.wait(60) == 0
+        process = serve(path, "--stopped")
+        with api(state, process) as client:
+            wait_until(lambda: client.status().phase == "streaming", 60, "started again, as it was left")
+            client.stop()
+            wait_until(lambda: client.status().state == "STOPPED", 60, "stopped")
+        process.send_signal(signal.SIGTERM)
+        assert process.wait(60) == 0
+        process = serve(path)
+        with api(state, process) as client:
+            assert client.status().state == "STOPPED"  # stopped, as it was left
+    finally:
+        if process.poll() is None:
+            process.send_signal(signal.SIGTERM)
+            assert process.wait(60) == 0

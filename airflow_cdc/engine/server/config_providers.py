@@ -25,14 +25,16 @@ from airflow_cdc.engine.errors import ConfigError, ConfigProblem
 _REFERENCE = re.compile(r"\$\{(env|directory|file):([^}]*)\}")
 
 
-def resolve_references(props: Mapping[str, Any]) -> dict[str, Any]:
-    """``props`` with every ``${provider:...}`` replaced by its value."""
+def resolve_references(props: Mapping[str, Any], *, env: Mapping[str, str] | None = None) -> dict[str, Any]:
+    """``props`` with every ``${provider:...}`` replaced by its value; ``${env:...}`` from ``env``
+    (default: this process's environment)."""
+    environ = os.environ if env is None else env
     problems: list[ConfigProblem] = []
     out: dict[str, Any] = {}
     for key, value in props.items():
         if isinstance(value, str) and "${" in value:
             try:
-                value = _REFERENCE.sub(lambda m: _value(m.group(1), m.group(2)), value)
+                value = _REFERENCE.sub(lambda m: _value(m.group(1), m.group(2), environ), value)
             except LookupError as exc:
                 problems.append(ConfigProblem(key, str(exc), "make it available, or write the value itself"))
         out[key] = value
@@ -41,11 +43,11 @@ def resolve_references(props: Mapping[str, Any]) -> dict[str, Any]:
     return out
 
 
-def _value(provider: str, reference: str) -> str:
+def _value(provider: str, reference: str, environ: Mapping[str, str]) -> str:
     if provider == "env":
-        if reference not in os.environ:
+        if reference not in environ:
             raise LookupError(f"${{env:{reference}}}: no environment variable {reference}")
-        return os.environ[reference]
+        return environ[reference]
     path, _, name = reference.rpartition(":")
     if not path:
         raise LookupError(f"${{{provider}:{reference}}}: write ${{{provider}:/path:key}}")

@@ -9,9 +9,11 @@ Two ways to run it:
   Kubernetes Deployment, systemd). The process and its API stay up; ``POST /stop`` stops the
   engine (drain, commit, release the source's slots) and ``POST /start`` starts it again,
   with the configuration a DAG asks for laid over the file's (kept in
-  ``<state.dir>/service-overrides.yaml`` for the next boot); while it is stopped its offsets
-  can be changed through the API, as Kafka Connect allows for a stopped connector (KIP-875).
-  SIGTERM stops the engine and the process. ``--stopped`` boots without starting the engine.
+  ``<state.dir>/service-state.yaml`` for the next boot, with whether it was started or stopped:
+  the target state, which a reboot restores, as Kafka Connect restores a connector's); while it
+  is stopped its offsets can be changed through the API, as Kafka Connect allows for a stopped
+  connector (KIP-875). SIGTERM stops the engine and the process. ``--stopped`` is the initial
+  target state (Connect's KIP-980): it boots stopped unless a start was kept.
 
 Every run of the engine has an id (``run_id`` in the status, the notification bus's).
 """
@@ -51,7 +53,7 @@ from airflow_cdc.engine.validation import ValidatedConfig
 log = logging.getLogger(__name__)
 
 #: A serving instance's configuration from POST /start, laid over the file's at the next boot too.
-OVERRIDES = "service-overrides.yaml"
+SERVICE_STATE = "service-state.yaml"
 
 
 class NotRunningError(RefusedError):
@@ -64,9 +66,12 @@ class EngineInstance:
 
     def __init__(self, props: Mapping[str, Any], *, serve: bool = False, start_stopped: bool = False) -> None:
         self.props = dict(props)
-        self.serve, self._start_stopped = serve, start_stopped
+        self.serve = serve
+        kept = _kept_service_state(props) if serve else {}
         #: What the last POST /start laid over the file's configuration (a serving instance's).
-        self.overrides: dict[str, Any] = self._kept_overrides(props) if serve else {}
+        self.overrides: dict[str, Any] = dict(kept.get("config") or {})
+        if kept.get("target") in ("STARTED", "STOPPED"):  # the kept target state wins over --stopped
+            start_stopped = kept["target"] == "STOPPED"
         self.config: ValidatedConfig = validated({**props, **self.overrides})
         self.settings = dict(self.config.config)
         self.directory = Path(self.settings["state.dir"])
@@ -107,7 +112,9 @@ class EngineInstance:
     def request_stop(self) -> None:
         """Stop the engine; the process too unless it serves."""
         if self.serve:
-            self._engine_stop.set()
+            with self._lock:
+                _write_service_state(self.directory, "STOPPED", self.overrides)
+                self._engine_stop.set()
         else:
             self.stop_requested.set()
 
@@ -131,7 +138,7 @@ class EngineInstance:
                     )
                 return "RUNNING"
             config = validated({**self.props, **wanted})
-            _write_overrides(self.directory, wanted)
+            _write_service_state(self.directory, "STARTED", wanted)
             self.config, self.settings, self.overrides = config, dict(config.config), wanted
             self._engine_stop.clear()
             self.current = EngineRun(config, self.directory)
@@ -278,19 +285,20 @@ class EngineInstance:
         os.replace(temp, self.directory / STATUS)
         self._last_written = data.decode()
 
-    @staticmethod
-    def _kept_overrides(props: Mapping[str, Any]) -> dict[str, Any]:
-        """A serving instance boots with the configuration it was last started with."""
-        directory = Path(validated(props).config["state.dir"])
-        try:
-            kept = yaml.safe_load((directory / OVERRIDES).read_text()) or {}
-        except FileNotFoundError:
-            return {}
-        return dict(kept) if isinstance(kept, dict) else {}
+
+def _kept_service_state(props: Mapping[str, Any]) -> dict[str, Any]:
+    """``{"target": "STARTED" | "STOPPED", "config": {...}}``: a serving instance boots as it was
+    last left, with the configuration it was last started with."""
+    directory = Path(validated(props).config["state.dir"])
+    try:
+        kept = yaml.safe_load((directory / SERVICE_STATE).read_text()) or {}
+    except FileNotFoundError:
+        return {}
+    return dict(kept) if isinstance(kept, dict) else {}
 
 
-def _write_overrides(directory: Path, overrides: Mapping[str, Any]) -> None:
+def _write_service_state(directory: Path, target: str, overrides: Mapping[str, Any]) -> None:
     directory.mkdir(parents=True, exist_ok=True)
-    temp = directory / f".{OVERRIDES}.tmp"
-    temp.write_text(yaml.safe_dump(dict(overrides), sort_keys=True))
-    os.replace(temp, directory / OVERRIDES)
+    temp = directory / f".{SERVICE_STATE}.tmp"
+    temp.write_text(yaml.safe_dump({"target": target, "config": dict(overrides)}, sort_keys=True))
+    os.replace(temp, directory / SERVICE_STATE)
