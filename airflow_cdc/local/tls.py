@@ -1,13 +1,21 @@
-"""A throwaway certificate authority for the local services' TLS (tests, benchmarks): a CA, and
-server and client certificates it signs, as PEM files in a directory (``cryptography``).
+"""A private certificate authority for the local services' TLS (tests, benchmarks, the Docker
+stack): a CA, and server and client certificates it signs, as PEM files in a directory
+(``cryptography``: ``pip install airflow-cdc[tls]``).
 
 ``CertificateAuthority(dir).issue("server", hosts=["127.0.0.1", "localhost"])`` writes
-``server.crt`` and ``server.key`` beside ``ca.crt``; ``.pkcs12(...)`` and ``.java_keystores(...)``
-give what a JVM service (Kafka) reads.
+``server.crt`` and ``server.key`` beside ``ca.crt``; ``.java_keystores(...)`` gives what a JVM
+service (Kafka) reads. From a shell (docker/compose.yaml's ``engine-certs``)::
+
+    python -m airflow_cdc.local.tls --dir /certs --server engine --days 365
+
+writes ``ca.crt``, ``engine.crt`` and ``engine.key`` once (a directory that has them is left
+alone). A production deployment takes its certificates from its own CA (cert-manager, a
+corporate PKI) instead.
 """
 
 from __future__ import annotations
 
+import argparse
 import datetime as dt
 import ipaddress
 import subprocess
@@ -27,8 +35,9 @@ class Issued:
 
 
 class CertificateAuthority:
-    def __init__(self, directory: Path, name: str = "airflow-cdc test CA") -> None:
+    def __init__(self, directory: Path, name: str = "airflow-cdc test CA", *, days: int = 2) -> None:
         self.directory = directory
+        self.days = days
         directory.mkdir(parents=True, exist_ok=True)
         self._key = ec.generate_private_key(ec.SECP256R1())
         subject = x509.Name([x509.NameAttribute(NameOID.COMMON_NAME, name)])
@@ -40,7 +49,7 @@ class CertificateAuthority:
             .public_key(self._key.public_key())
             .serial_number(x509.random_serial_number())
             .not_valid_before(now - dt.timedelta(minutes=5))
-            .not_valid_after(now + dt.timedelta(days=2))
+            .not_valid_after(now + dt.timedelta(days=days))
             .add_extension(x509.BasicConstraints(ca=True, path_length=None), critical=True)
             .add_extension(
                 x509.KeyUsage(False, False, False, False, False, True, True, False, False), critical=True
@@ -62,7 +71,7 @@ class CertificateAuthority:
             .public_key(key.public_key())
             .serial_number(x509.random_serial_number())
             .not_valid_before(now - dt.timedelta(minutes=5))
-            .not_valid_after(now + dt.timedelta(days=1))
+            .not_valid_after(now + dt.timedelta(days=max(1, self.days - 1)))
             .add_extension(
                 x509.ExtendedKeyUsage([ExtendedKeyUsageOID.CLIENT_AUTH if client else ExtendedKeyUsageOID.SERVER_AUTH]),
                 critical=False,
@@ -113,3 +122,25 @@ class CertificateAuthority:
                 capture_output=True,
             )  # fmt: skip
         return keystore, truststore
+
+
+def main(argv: list[str] | None = None) -> int:
+    parser = argparse.ArgumentParser(
+        prog="python -m airflow_cdc.local.tls", description="A private CA and a server certificate it signs."
+    )
+    parser.add_argument("--dir", type=Path, required=True, help="where ca.crt, <server>.crt and <server>.key go")
+    parser.add_argument("--server", required=True, help="the server's name (the certificate's common name)")
+    parser.add_argument("--host", action="append", default=[], help="a name or IP it is reached by (repeatable)")
+    parser.add_argument("--days", type=int, default=365, help="how long the certificates are valid")
+    args = parser.parse_args(argv)
+    if (args.dir / "ca.crt").exists() and (args.dir / f"{args.server}.key").exists():
+        print(f"{args.dir}: certificates already there, left alone")
+        return 0
+    ca = CertificateAuthority(args.dir, "airflow-cdc private CA", days=args.days)
+    issued = ca.issue(args.server, [args.server, *args.host])
+    print(f"{ca.cert}, {issued.cert}, {issued.key}")
+    return 0
+
+
+if __name__ == "__main__":
+    raise SystemExit(main())

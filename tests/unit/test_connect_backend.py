@@ -327,6 +327,9 @@ def test_create_from_an_engine_config_file_sends_debeziums_keys_only() -> None:
         "database.hostname": "postgres",
         "database.port": "5432",
         "database.user": "cdc",
+        # A config provider's reference goes as it is: the Connect worker resolves it (its
+        # EnvVarConfigProvider), as the engine service does.
+        "database.password": "${env:CDC_PG_PASSWORD}",
         "database.dbname": "shop",
         "slot.name": "airflow_cdc_shop",
         "publication.name": "dbz_publication",

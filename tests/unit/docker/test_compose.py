@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import ast
 import json
+import os
 import re
 import subprocess
 import sys
@@ -19,25 +20,50 @@ from typing import Any
 import pytest
 
 from airflow_cdc.engine.server.config_file import load_config_file
+from airflow_cdc.engine.server.config_providers import resolve_references
 from airflow_cdc.engine.server.instance_files import validated
 from tests.unit.docker import stack
 
-SERVICES = {"postgres", "mariadb", "kafka", "connect", "airflow"}
+SERVICES = {"postgres", "mariadb", "kafka", "connect", "engine", "airflow"}
+#: The services that run engine instances: the engine service, and Airflow's worker (embedded).
+ENGINE_SERVICES = ("engine", "airflow")
 #: The service keys the stack may use (a misspelt one, ``enviroment``, is dropped by nothing).
-SERVICE_KEYS = {"image", "build", "command", "environment", "volumes", "ports", "depends_on", "healthcheck"}
+SERVICE_KEYS = {
+    "image",
+    "build",
+    "entrypoint",
+    "command",
+    "environment",
+    "volumes",
+    "ports",
+    "depends_on",
+    "healthcheck",
+}
 DOCKERFILES = sorted(stack.DOCKER.glob("*/Dockerfile"))
 #: Numeric components of an exact release: x.y.z, except PostgreSQL's major.minor scheme.
 RELEASE_PARTS = {"postgres": 2}
 CLI = Path(sys.executable).parent / "airflow-cdc"
 
 
-def engine_configs() -> dict[str, Path]:
-    """The engine instance configs the airflow service mounts, by their path in the container."""
+def engine_configs(service: str | None = None) -> dict[str, Path]:
+    """The engine instance configs the engine services mount, by their path in the container."""
     return {
         mount.target: mount.host_path
-        for mount in stack.mounts("airflow")
+        for name in ([service] if service else ENGINE_SERVICES)
+        for mount in stack.mounts(name)
         if mount.bind and mount.target.endswith((".yaml", ".yml", ".properties"))
     }
+
+
+def engine_env() -> dict[str, str]:
+    """The environment the engine service's config file reads (``${env:NAME}``)."""
+    return {**os.environ, **stack.environment("engine")}
+
+
+def service_config() -> dict[str, Any]:
+    """The engine service's instance config, its references resolved in its environment."""
+    [path] = engine_configs("engine").values()
+    return resolve_references(load_config_file(path), env=stack.environment("engine"))
 
 
 def test_the_compose_file_parses_into_the_stack_services_with_known_keys() -> None:
@@ -84,7 +110,7 @@ def pinned(image: str) -> bool:
 
 def test_every_image_is_pinned_to_an_exact_release() -> None:
     images = pulled_images()
-    assert len(images) == 8  # postgres, mariadb, kafka; maven, kafka (connect); maven, temurin, airflow
+    assert len(images) == 9  # postgres, mariadb, kafka; maven, kafka (connect); python; maven, temurin, airflow
     loose = [(where, image) for where, image in images if not pinned(image)]
     assert not loose, f"not pinned to an exact release: {loose}"
 
@@ -185,7 +211,7 @@ def test_published_ports_are_unique_and_on_loopback_only() -> None:
             assert container.isdigit() and port.isdigit(), entry
             assert port not in published, f"{name} and {published.get(port)} both publish {port}"
             published[port] = name
-    assert {"postgres", "mariadb", "kafka", "connect", "airflow"} == set(published.values())
+    assert set(published.values()) == SERVICES
 
 
 def dag_connection_ids() -> set[str]:
@@ -212,14 +238,40 @@ def test_the_connections_are_json_and_are_the_ones_the_example_dags_use() -> Non
 
 
 def test_the_engine_connections_name_their_mounted_config_files_and_instances() -> None:
-    configs = engine_configs()
+    configs = engine_configs("airflow")
     engines = {i: c for i, c in stack.connections().items() if c["conn_type"] == "cdc_engine"}
-    assert {c["extra"]["config_path"] for c in engines.values()} == set(configs)
-    for conn_id, conn in engines.items():
+    embedded = {i: c for i, c in engines.items() if "config_path" in c.get("extra", {})}
+    assert {c["extra"]["config_path"] for c in embedded.values()} == set(configs)
+    for conn_id, conn in embedded.items():
         config = load_config_file(configs[conn["extra"]["config_path"]])
         # CdcStartEngineOperator refuses a connection whose login is not the file's instance.
         assert conn["login"] == config["name"], conn_id
-        assert "password" not in conn  # the hook reads the token the instance generates
+        assert "password" not in conn and "host" not in conn  # the hook reads the token the instance generates
+
+
+def test_the_engine_service_connection_reaches_its_api_with_its_token_and_ca() -> None:
+    """cdc_shop names the engine service by URL only: its host and port are the service's API,
+    its password the service's token, its CA the one the service makes its certificate with,
+    in a volume both containers mount."""
+    [(conn_id, conn)] = [
+        (i, c) for i, c in stack.connections().items() if c["conn_type"] == "cdc_engine" and "host" in c
+    ]
+    config = service_config()
+    assert conn_id == "cdc_shop" and conn["login"] == config["name"]
+    assert "config_path" not in conn["extra"]
+    assert conn["host"] == f"https://engine:{config['api.port']}"
+    assert config["api.host"] == "0.0.0.0" and config["api.ssl.certfile"] and config["api.ssl.keyfile"]
+    assert conn["password"] == config["api.token"] == stack.environment("engine")["CDC_ENGINE_TOKEN"]
+    tls_dir = str(Path(config["api.ssl.certfile"]).parent)
+    [tls_volume] = [m.source for m in stack.mounts("engine") if m.target == tls_dir and not m.bind]
+    [airflow_tls] = [m for m in stack.mounts("airflow") if m.source == tls_volume]
+    assert airflow_tls.read_only and conn["extra"]["ssl_ca"] == f"{airflow_tls.target}/ca.crt"
+    command = " ".join(stack.services()["engine"]["command"])
+    assert f"--dir {tls_dir} --server engine" in command  # the certificate is for the name the URL uses
+    assert "engine serve --config /etc/airflow-cdc/engine.yaml" in command
+    [published] = stack.services()["engine"]["ports"]
+    assert published.endswith(f":{config['api.port']}")
+    assert stack.services()["airflow"]["depends_on"]["engine"] == {"condition": "service_healthy"}
 
 
 def test_the_source_connections_reach_the_services_and_databases_of_the_stack() -> None:
@@ -242,13 +294,18 @@ def test_the_source_connections_reach_the_services_and_databases_of_the_stack() 
         assert config["database.user"] == source["login"], path
         database = config.get("database.dbname") or config.get("database.include.list")
         assert database == source["schema"], path
-        assert not any("password" in key for key in config), f"{path} holds a password"
+        written = {key: value for key, value in config.items() if "password" in key or "token" in key}
+        assert all(str(v).startswith("${env:") for v in written.values()), f"{path} holds a secret: {written}"
 
 
 @pytest.mark.parametrize("path", sorted(engine_configs().values()), ids=lambda p: p.name)
 def test_a_mounted_engine_config_passes_airflow_cdc_engine_check(path: Path) -> None:
     checked = subprocess.run(
-        [str(CLI), "engine", "check", "--strict", "--config", str(path)], capture_output=True, text=True, timeout=120
+        [str(CLI), "engine", "check", "--strict", "--config", str(path)],
+        capture_output=True,
+        text=True,
+        timeout=120,
+        env=engine_env(),
     )
     assert checked.returncode == 0, checked.stdout + checked.stderr
     assert checked.stdout.strip() == "configuration OK", checked.stdout  # and no warning
@@ -260,7 +317,11 @@ def test_engine_check_fails_on_a_config_it_should_refuse(tmp_path: Path) -> None
     broken = tmp_path / "broken.yaml"
     broken.write_text(text.replace("slot.name:", "slot.nmae:").replace("snapshot.mode: ", "snapshot.mode: sometimes #"))
     checked = subprocess.run(
-        [str(CLI), "engine", "check", "--strict", "--config", str(broken)], capture_output=True, text=True, timeout=120
+        [str(CLI), "engine", "check", "--strict", "--config", str(broken)],
+        capture_output=True,
+        text=True,
+        timeout=120,
+        env=engine_env(),
     )
     assert checked.returncode == 2, checked.stdout + checked.stderr
     assert "slot.nmae" in checked.stderr and "snapshot.mode" in checked.stderr
@@ -292,10 +353,13 @@ def test_the_kafka_listeners_fit_together() -> None:
 
 
 def test_the_engine_instances_write_to_the_stack_and_keep_apart() -> None:
-    configs = [load_config_file(path) for path in engine_configs().values()]
-    cdc_volume = next(m.target for m in stack.mounts("airflow") if m.source == "cdc")
-    for config in configs:
-        assert Path(config["state.dir"]).is_relative_to(cdc_volume), config["name"]
+    configs = []
+    for service, volume in (("airflow", "cdc"), ("engine", "engine-state")):
+        state_volume = next(m.target for m in stack.mounts(service) if m.source == volume)
+        for path in engine_configs(service).values():
+            config = load_config_file(path)
+            assert Path(config["state.dir"]).is_relative_to(state_volume), config["name"]
+            configs.append(config)
         if config.get("sink.type") == "kafka":
             assert config["sink.kafka.producer.bootstrap.servers"] == kafka_internal_address()
     for key in ("name", "slot.name", "database.server.id", "state.dir", "topic.prefix"):
@@ -340,13 +404,14 @@ def test_the_debezium_postgres_connector_is_the_engine_config_on_kafka_connect()
     (each capture needs a slot of its own). The connector's config is also one the engine
     accepts as it is, unknown keys refused."""
     config = connector(stack.DOCKER / "connect" / "shop-postgres.json")["config"]
-    engine = load_config_file(stack.mounted_file("airflow", stack.connections()["cdc_shop"]["extra"]["config_path"]))
+    engine = load_config_file(stack.mounted_file("engine", "/etc/airflow-cdc/engine.yaml"))
     shared = (set(config) & set(engine)) - {"slot.name"}
     assert {"connector.class", "topic.prefix", "table.include.list", "signal.data.collection"} <= shared
     differing = {key: (config[key], engine[key]) for key in shared if str(config[key]) != str(engine[key])}
     assert not differing
     assert config["slot.name"] != engine["slot.name"]
     engine_only = {"name", "state.dir", "sink.type", "sink.kafka.producer.bootstrap.servers"}
+    engine_only |= {key for key in engine if key.startswith("api.")}
     assert set(engine) - set(config) <= engine_only | {"slot.drop.on.stop", "offset.flush.interval.ms"}
     as_instance = {**config, "name": "shop", "state.dir": "/tmp/shop", "database.password": "x", "sink.type": "null"}
     assert validated(as_instance, strict=True).warnings == ()
