@@ -1,4 +1,4 @@
-"""Capture a PostgreSQL database with an engine instance beside the worker: start it (streaming
+"""Capture a PostgreSQL database with an engine instance: start it (streaming
 from now on), snapshot the existing rows incrementally while it streams, wait until the snapshot
 has delivered every row, then until everything that happened before is committed, and apply
 all of it to a replica with the Spark job (exactly once: rerun the DAG and it applies only
@@ -6,10 +6,12 @@ what is new).
 
 Connections (no password in the DAG):
 
-* ``cdc_shop`` - type ``cdc_engine``: extra ``{"config_path": "/opt/airflow/cdc/shop.yaml"}``
-  (the instance's config file: ``name``, ``topic.prefix: shop``, ``table.include.list``,
-  ``snapshot.mode: no_data``, ``signal.data.collection``, the sink), password = its
-  ``api.token``;
+* ``cdc_shop`` - type ``cdc_engine``: an engine service's API URL as host and its token as
+  password (``docker/compose.yaml``'s ``engine``: ``https://engine:8765``, extra ``ssl_ca``), or,
+  for an instance beside a single worker, extra ``{"config_path": "/path/shop.yaml"}`` (the
+  instance's config file: ``name``, ``topic.prefix: shop``, ``table.include.list``,
+  ``snapshot.mode: no_data``, ``signal.data.collection``, the sink). The README's "Deploying"
+  says which suits which executor;
 * ``pg_shop`` - type ``postgres``: the captured database (host, port, user, password, database);
 * ``pg_shop_replica`` - type ``postgres``: where the Spark job applies the changes; its tables
   exist with the same primary keys (the job adds a ``_cdc_position`` column to each);
