@@ -84,7 +84,7 @@ def stack_mariadb(mariadb_server: MariaDBServer) -> Iterator[MariaDBServer]:
     _own(mariadb_server)
     client = shutil.which("mariadb") or shutil.which("mysql")
     if client is None:
-        pytest.skip("no mariadb client program (install mariadb-client)")
+        pytest.fail("no mariadb client program (install mariadb-client)", pytrace=False)
     database = stack.environment("mariadb")["MARIADB_DATABASE"]
     users = _created(r"^create user ('\w+'@'[^']+')", MARIADB_INIT.read_text())
     assert users

@@ -200,7 +200,7 @@ def test_the_mariadb_server_options_of_the_stack_are_accepted(mariadb_server: Ma
     """mariadbd parses the compose file's options and reports them back as set (an unknown option
     or value makes it exit non-zero)."""
     if mariadb_server.binary is None:
-        pytest.skip("no mariadbd program (install mariadb-server)")
+        pytest.fail("no mariadbd program (install mariadb-server)", pytrace=False)
     options = stack.services()["mariadb"]["command"]
     done = subprocess.run(
         [str(mariadb_server.binary), "--no-defaults", *options, "--verbose", "--help"],
@@ -239,7 +239,7 @@ def test_a_maven_stage_produces_the_jars_the_image_copies(dockerfile: Path, tmp_
     """The stage's own command, offline against the Maven repository scripts/setup filled, from
     the repository root (the stage's copy of jvm/), into a scratch directory for its /jars."""
     if shutil.which("mvn") is None:
-        pytest.skip("no mvn (bash scripts/setup installs Maven)")
+        pytest.fail("no mvn (bash scripts/setup installs Maven)", pytrace=False)
     stages = list(maven_stages(dockerfile))
     assert stages
     for command, copied in stages:
