@@ -203,26 +203,6 @@ def check_include_list(conn: Conn, include: Sequence[str], database: str) -> Non
     )
 
 
-def ensure_publication(conn: Conn, name: str, mode: str, tables: Sequence[TableColumns]) -> None:
-    exists = conn.execute("select 1 from pg_publication where pubname = %s", (name,)).fetchone()
-    table_list = sql.SQL(", ").join(sql.Identifier(t.schema, t.name) for t in tables)
-    if mode == "disabled":
-        if not exists:
-            raise SourceSetupError(
-                f"publication {name!r} does not exist and publication.autocreate.mode=disabled: create it "
-                f"(CREATE PUBLICATION {name} FOR ALL TABLES) or set publication.autocreate.mode"
-            )
-        return
-    if mode == "all_tables":
-        if not exists:
-            conn.execute(sql.SQL("create publication {} for all tables").format(sql.Identifier(name)))
-        return
-    if not tables:
-        raise SourceSetupError("publication.autocreate.mode=filtered but table.include.list matches no table")
-    verb = "alter publication {} set table {}" if exists else "create publication {} for table {}"
-    conn.execute(sql.SQL(verb).format(sql.Identifier(name), table_list))
-
-
 _QUOTED_DEFAULT = re.compile(r"^'((?:[^']|'')*)'(?:::[\w\s\".\[\]()]+)*$", re.DOTALL)
 _PLAIN_DEFAULT = re.compile(r"^\(?(-?\d+(?:\.\d+)?(?:[eE][-+]?\d+)?|true|false)\)?(?:::[\w\s\".\[\]()]+)*$")
 

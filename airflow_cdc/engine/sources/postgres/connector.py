@@ -30,6 +30,7 @@ from airflow_cdc.engine.sources.postgres.changes import (
 from airflow_cdc.engine.sources.postgres.config import POSTGRES_CONFIG
 from airflow_cdc.engine.sources.postgres.incremental import PostgresChunkSource
 from airflow_cdc.engine.sources.postgres.positions import POSTGRES_POSITIONS, lsn_offset
+from airflow_cdc.engine.sources.postgres.publication import ensure_publication
 from airflow_cdc.engine.sources.postgres.snapshot import SnapshotReader
 from airflow_cdc.engine.sources.postgres.stream import ReplicationStream, SlotActiveError
 from airflow_cdc.engine.sources.postgres.task_config import TASK_DATABASE, TASK_SEVERAL, PostgresTaskConfig
@@ -101,7 +102,7 @@ class PostgresTask(SourceTask):
         cat.check_include_list(self.catalog_conn, s["table.include.list"], self.database)
         self.signal_table, self.filters = task.signal_table, task.table_filter()
         tables = cat.captured_tables(self.catalog_conn, self.filters)
-        cat.ensure_publication(self.catalog_conn, self.publication, s["publication.autocreate.mode"], tables)
+        ensure_publication(self.catalog_conn, self.publication, s["publication.autocreate.mode"], tables)
         self.catalog = cat.Catalog(self.catalog_conn)
         self.modes = modes = task.modes
         offset = context.offset(self.partition)
