@@ -25,6 +25,7 @@ from airflow_cdc.hooks.source_config import (
     lineage_namespace,
 )
 from airflow_cdc.operators.base import CdcBaseOperator, CdcOperatorError
+from airflow_cdc.operators.config_check import check_engine_config
 
 #: Phases in which an instance has finished starting (``finished``: snapshot.mode=initial_only).
 STREAMING = ("streaming", "finished")
@@ -105,6 +106,9 @@ class CdcStartEngineOperator(CdcBaseOperator):
         ``state.dir`` (they say which instance it is) and secrets cannot be set here.
     :param source_conn_id: a ``postgres`` (or ``mysql``) connection to the captured database.
     :param timeout: seconds to wait until the instance streams (an initial snapshot included).
+    :param allow_unknown_keys: start even if the configuration has keys no part of the engine
+        reads (they are warnings in the task log). By default such a key - a misspelt one, most
+        often - fails the task before anything starts, naming the nearest known key.
     :return: (XCom) ``{"name", "api_url", "run_id", "started", "phase", "positions"}``;
         ``positions`` lists each task's partition and committed and current positions.
     """
@@ -118,10 +122,12 @@ class CdcStartEngineOperator(CdcBaseOperator):
         config: dict[str, Any] | None = None,
         source_conn_id: str | None = None,
         timeout: float = 300.0,
+        allow_unknown_keys: bool = False,
         **kwargs: Any,
     ) -> None:
         super().__init__(**kwargs)
         check_config_argument(config)
+        self.allow_unknown_keys = allow_unknown_keys
         if timeout <= 0:
             raise ValueError(f"timeout must be positive seconds, not {timeout!r}")
         self.config = config
@@ -134,6 +140,10 @@ class CdcStartEngineOperator(CdcBaseOperator):
             if not self.hook.settings.config_path and not self.hook.settings.kafka_connect:
                 return self._start_service(source)
             requested = self._requested(source)
+            if not self.hook.settings.kafka_connect:  # Connect validates a connector's config itself
+                self._validate(
+                    requested, f"the configuration of {self.hook.settings.config_path} with the task's config"
+                )
             deadline = time.monotonic() + self.timeout
             if self.hook.settings.kafka_connect:
                 started = self._create_connector(requested, source)
@@ -161,6 +171,7 @@ class CdcStartEngineOperator(CdcBaseOperator):
         check_config_argument(overrides)
         deadline = time.monotonic() + self.timeout
         with self.engine_client() as client:
+            self._validate({**self._service_config(client), **overrides}, f"the task's config over {client.url}'s")
             try:
                 state = client.start(overrides).state
             except ApiRefusedError as exc:
@@ -174,6 +185,18 @@ class CdcStartEngineOperator(CdcBaseOperator):
         status = self._wait_streaming(deadline)
         self.log.info("instance %r %s: %s", status.name, "started" if started else "already running", status.phase)
         return self._started_answer(status, started)
+
+    def _validate(self, requested: Mapping[str, Any], where: str) -> None:
+        for warning in check_engine_config(requested, allow_unknown_keys=self.allow_unknown_keys, where=where):
+            self.log.warning("engine configuration: %s", warning)
+
+    @staticmethod
+    def _service_config(client: EngineClient) -> dict[str, Any]:
+        """The configuration the service runs (or last ran) with, secrets left out."""
+        try:
+            return dict(client.connector(client.status().name).get("config") or {})
+        except ApiRefusedError:  # a service never started has none yet: its file is validated there
+            return {}
 
     def _started_answer(self, status: InstanceStatus, started: bool) -> dict[str, Any]:
         return {

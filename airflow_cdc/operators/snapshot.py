@@ -197,14 +197,34 @@ class CdcSnapshotOperator(_SignalOperator):
 
     def execute(self, context: Context) -> str:
         data = self.signal_data()
+        config: Mapping[str, Any] = {}
+        with contextlib.suppress(CdcError):  # only for a warning and lineage: never fails the task
+            config = self.hook.running_config()
+        self._warn_twice_read(config, data)
         with self.failures(f"snapshot of {', '.join(data['data-collections'])}"):
             signal_id = self.send_and_await(EXECUTE, data, lambda n, sid: n.id == sid)
         self.signal_id = signal_id  # for the snapshot link
-        # Lineage only: the signal is out, so a failure here must not fail (and retry) the task.
-        with contextlib.suppress(CdcError):
-            config = self.hook.running_config()
+        if config:
             self.lineage_inputs, self.lineage_outputs = table_lineage(config, literal_tables(data["data-collections"]))
         return signal_id
+
+    def _warn_twice_read(self, config: Mapping[str, Any], data: Mapping[str, Any]) -> None:
+        """An instance whose own snapshot.mode read the tables at start (``initial``, Debezium's
+        default) reads every row again in a whole-table incremental snapshot: two ``r`` events per
+        row. Harmless to the apply job, which is idempotent, but twice the work, and what a
+        first DAG does by accident; a filtered or repeated snapshot means it."""
+        mode = str(config.get("snapshot.mode") or "initial") if config else ""
+        if mode in _READS_AT_START and self.snapshot_type == "incremental" and "additional-conditions" not in data:
+            self.log.warning(
+                "instance runs with snapshot.mode=%s, which read these tables when it started: this incremental "
+                "snapshot reads every row again (each arrives twice). To read the tables once, by this snapshot, "
+                "start the instance with config={'snapshot.mode': 'no_data'}",
+                mode,
+            )
+
+
+#: snapshot.mode values whose instance reads the captured tables' rows when it starts.
+_READS_AT_START = ("initial", "always", "when_needed", "initial_only")
 
 
 class CdcSnapshotControlOperator(_SignalOperator):

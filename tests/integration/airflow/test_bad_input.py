@@ -96,3 +96,51 @@ def test_a_start_of_an_engine_service_that_does_not_answer_is_retried(monkeypatc
     conn_id = remote(monkeypatch, "cdc_remote_only", host="http://127.0.0.1:1", password="t")
     with pytest.raises(CdcUnavailableError, match=r"does not answer at http://127\.0\.0\.1:1.*correct the host"):
         CdcStartEngineOperator(task_id="start", cdc_conn_id=conn_id).execute(task_context())
+
+
+def test_a_misspelt_key_fails_the_start_before_anything_starts(connections: Instance) -> None:
+    start = CdcStartEngineOperator(
+        task_id="start",
+        cdc_conn_id=CDC_CONN,
+        source_conn_id=PG_CONN,
+        config={"offest.flush.interval.ms": 1000, "snapshot.mode": "no_data"},
+    )
+    with pytest.raises(AirflowFailException) as failed:
+        start.execute(task_context())
+    first = str(failed.value).splitlines()[0]
+    assert "offest.flush.interval.ms" in first and "did you mean offset.flush.interval.ms?" in first
+    assert "allow_unknown_keys=True" in str(failed.value)
+    assert not (connections.state_dir / "instance.json").exists()  # nothing was started
+
+
+def test_unknown_keys_allowed_are_warnings_in_the_task_log(
+    connections: Instance, capsys: pytest.CaptureFixture[str]
+) -> None:
+    start = CdcStartEngineOperator(
+        task_id="start",
+        cdc_conn_id=CDC_CONN,
+        source_conn_id=PG_CONN,
+        config={"tabel.include.list": "public.orders", "snapshot.mode": "no_data"},
+        allow_unknown_keys=True,
+    )
+    start.execute(task_context())
+    warned = [line for line in capsys.readouterr().out.splitlines() if "tabel.include.list" in line]
+    assert warned and "warning" in warned[0] and "did you mean table.include.list?" in warned[0]
+    assert CdcStopEngineOperator(task_id="stop", cdc_conn_id=CDC_CONN).execute(task_context())["stopped"] is True
+
+
+def test_a_whole_table_snapshot_after_an_initial_one_is_warned_about(
+    connections: Instance, capsys: pytest.CaptureFixture[str]
+) -> None:
+    # snapshot.mode left at Debezium's default (initial): the start read every row once already.
+    CdcStartEngineOperator(task_id="start", cdc_conn_id=CDC_CONN, source_conn_id=PG_CONN).execute(task_context())
+    snapshot(CDC_CONN).execute(task_context())
+    out = capsys.readouterr().out
+    assert "snapshot.mode=initial, which read these tables when it started" in out
+    assert "config={'snapshot.mode': 'no_data'}" in out
+    filtered = CdcSnapshotOperator(
+        task_id="backfill", cdc_conn_id=CDC_CONN, tables=["public.orders"], additional_conditions="id > 0"
+    )
+    filtered.execute(task_context())
+    assert "each arrives twice" not in capsys.readouterr().out  # a filtered snapshot means to read again
+    CdcStopEngineOperator(task_id="stop", cdc_conn_id=CDC_CONN).execute(task_context())
