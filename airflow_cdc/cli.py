@@ -1,7 +1,9 @@
 """``airflow-cdc`` command line: thin over airflow_cdc.engine.server and airflow_cdc.demo.
 
 Exit codes: 0 done, 1 failed, 2 invalid configuration (every problem listed), 3 refused
-(e.g. changing offsets of a running instance).
+(e.g. changing offsets of a running instance). ``engine stop`` of an instance that is not
+running exits 0, as ``systemctl stop`` of a stopped unit does (the goal, stopped, holds), and
+says so: on stderr, and as state ``NOT_RUNNING`` in its JSON.
 """
 
 from __future__ import annotations
@@ -9,6 +11,7 @@ from __future__ import annotations
 import argparse
 import json
 import logging
+import shlex
 import sys
 from pathlib import Path
 from typing import Any
@@ -33,7 +36,11 @@ def _parser() -> argparse.ArgumentParser:
         ("run", "run the instance in the foreground until SIGTERM/SIGINT or POST /stop"),
         ("serve", "serve the instance (a container's command): the API stays up, the engine started and stopped by it"),
         ("start", "start the instance detached; return once it is polling"),
-        ("stop", "stop it gracefully (SIGTERM), wait, then SIGKILL"),
+        (
+            "stop",
+            "stop it gracefully (SIGTERM), wait, then SIGKILL; exit 0 also when it was not running "
+            "(stderr says so; its JSON state is NOT_RUNNING)",
+        ),
         ("status", "state, tasks, offsets, lag and counters"),
         ("check", "validate the configuration only"),
     ):
@@ -87,9 +94,19 @@ def _parser() -> argparse.ArgumentParser:
         "--id", dest="snapshot_id", metavar="SIGNAL_ID", help="its signal id (default: the running or latest)"
     )
     watch.add_argument("--interval", type=float, default=1.0, help="seconds between looks (default 1)")
+    watch.add_argument(
+        "--wait",
+        type=float,
+        metavar="SECONDS",
+        help="with --id: how long an id the instance does not know may take to start (just signalled) "
+        "before the watch gives up, exit 1 (default 10)",
+    )
     return parser
 
 
+#: The width ``status`` and ``snapshot watch`` render to when stdout is no terminal: wider than
+#: any line (rich pads no line to the width; a table is as wide as its cells).
+LOG_WIDTH = 1_000_000
 #: Where ``--url`` finds the API's token when ``--token`` is not given (a token in argv is visible to ``ps``).
 TOKEN_ENV = "CDC_ENGINE_TOKEN"
 
@@ -170,9 +187,26 @@ def _engine(args: argparse.Namespace) -> int:
         _print(control.start_detached(args.config.resolve(), props, args.timeout))
         return 0
     if args.action == "stop":
-        _print(control.stop(props, args.timeout) or {"name": props.get("name"), "state": "NOT_RUNNING"})
-        return 0
+        return _stop(props, args.timeout)
     _print(control.status(props))
+    return 0
+
+
+def _stop(props: dict[str, Any], timeout: float) -> int:
+    """The status the instance stopped with; if it was not running, that, plainly: the status it
+    wrote last is an earlier run's and would read as the result of this stop."""
+    from airflow_cdc.engine.server import control
+    from airflow_cdc.engine.server.instance_files import state_dir
+
+    stopped = control.stop(props, timeout)
+    if stopped is not None:
+        _print(stopped)
+        return 0
+    directory = state_dir(props)
+    last = control.status(props).get("state")  # STOPPED, DEAD (killed) or NEVER_STARTED
+    name = props.get("name")
+    print(f"instance {name!r} was not running, nothing to stop (its state: {directory}, last {last})", file=sys.stderr)
+    _print({"name": name, "state": "NOT_RUNNING", "state_dir": str(directory), "last_state": last})
     return 0
 
 
@@ -208,6 +242,10 @@ def _watching(args: argparse.Namespace) -> int:
     except ImportError as exc:
         raise MissingDependencyError(exc.name or "rich", "airflow") from None
     screen = Console(file=sys.stdout, highlight=False)
+    if not screen.is_terminal:
+        # A file or a pipe has no width: rich would guess one ($COLUMNS, else 80) and cut or fold
+        # every longer line to it. A log keeps each line whole; a reader's pager wraps if it must.
+        screen = Console(file=sys.stdout, highlight=False, width=LOG_WIDTH)
     # stdout carries the answer only (`status --json` is read by scripts): Airflow, once imported,
     # logs to whatever sys.stdout is when a logger is first used.
     with contextlib.redirect_stdout(sys.stderr):
@@ -234,8 +272,23 @@ def _watch(args: argparse.Namespace, console: Any, screen: Any) -> int:
             interval=args.interval,
         )
     return console.follow_snapshot(
-        monitor.observe, screen, label=monitor.label, snapshot_id=args.snapshot_id, interval=args.interval
+        monitor.observe,
+        screen,
+        label=monitor.label,
+        snapshot_id=args.snapshot_id,
+        interval=args.interval,
+        wait=console.UNKNOWN_ID_WAIT if args.wait is None else args.wait,
+        listing=f"airflow-cdc status {_named(args)}",
     )
+
+
+def _named(args: argparse.Namespace) -> str:
+    """The instance as the command line named it, to repeat in a hint."""
+    if args.name:
+        return shlex.quote(args.name)
+    if args.config:
+        return f"--config {shlex.quote(str(args.config))}"
+    return f"--url {shlex.quote(args.url)}"
 
 
 def _instances() -> Any:

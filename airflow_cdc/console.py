@@ -43,6 +43,9 @@ from airflow_cdc.monitoring import (
 EXIT_OK, EXIT_FAILED, EXIT_INTERRUPTED = 0, 1, 130
 #: Seconds between two observations (two small API calls each).
 INTERVAL = 1.0
+#: Seconds ``snapshot watch --id`` waits for an id the instance does not know: one signalled a
+#: moment ago shows up within a poll or two; a mistyped one never does.
+UNKNOWN_ID_WAIT = 10.0
 BAR_WIDTH = 30
 
 HEALTH_STYLES = {
@@ -387,13 +390,27 @@ def _print(console: Console, renderable: RenderableType) -> None:
         console.print(renderable)
 
 
+def unknown_snapshot(view: InstanceView, snapshot_id: str, waited: float, listing: str = "") -> str:
+    """Why ``snapshot watch --id`` gives up: the id, the ids the instance knows, how to list them."""
+    known = ", ".join(f"{s.id} ({'initial, ' if s.kind == INITIAL else ''}{s.state})" for s in view.snapshots)
+    how = f"; `{listing}` lists them" if listing else ""
+    return (
+        f"no snapshot {snapshot_id!r} on {view.label}: it knows none by that id, and none started in {waited:g}s; "
+        f"its snapshots: {known or 'none'}{how}; --wait SECONDS waits longer for one signalled just now"
+    )
+
+
 class _Follower:
     """What ``snapshot watch`` knows between two observations."""
 
-    def __init__(self, label: str, snapshot_id: str | None) -> None:
+    def __init__(
+        self, label: str, snapshot_id: str | None, wait: float, clock: Callable[[], float], listing: str
+    ) -> None:
         self.label, self.snapshot_id = label, snapshot_id
         self.reached = False
         self.followed: SnapshotView | None = None
+        self.wait, self.clock, self.listing = wait, clock, listing
+        self.unknown_since: float | None = None  # when the instance was first seen not knowing the id
 
     def step(self, view: InstanceView) -> tuple[RenderableType, str, int | None]:
         """The display, its one-line form, and the exit code once there is one."""
@@ -404,6 +421,11 @@ class _Follower:
             return Text(f"{text} (trying again; Ctrl-C to leave)", style="red"), text, None
         self.reached = True
         snapshot = pick_snapshot(view, self.snapshot_id)
+        if snapshot is None and self.snapshot_id is not None:
+            self.unknown_since = self.clock() if self.unknown_since is None else self.unknown_since
+            if self.clock() - self.unknown_since >= self.wait:
+                text = unknown_snapshot(view, self.snapshot_id, self.wait, self.listing)
+                return Text(text, style="bold red"), text, EXIT_FAILED
         if snapshot is None:
             what = f"snapshot {self.snapshot_id}" if self.snapshot_id else "a snapshot"
             text = f"waiting for {what} on {self.label} (Ctrl-C to leave)"
@@ -421,11 +443,15 @@ def follow_snapshot(
     snapshot_id: str | None = None,
     interval: float = INTERVAL,
     sleep: Sleep = time.sleep,
+    wait: float = UNKNOWN_ID_WAIT,
+    clock: Callable[[], float] = time.monotonic,
+    listing: str = "",
 ) -> int:
     """``airflow-cdc snapshot watch``: follow one snapshot until it ends. Exit 0 once it
-    completed, 1 when it failed, was aborted or rejected (or the instance was never reached),
+    completed, 1 when it failed, was aborted or rejected, the instance was never reached, or it
+    knew no ``snapshot_id`` for ``wait`` s (``listing``: the command that lists its snapshots),
     130 on Ctrl-C (the snapshot goes on)."""
-    follower = _Follower(label, snapshot_id)
+    follower = _Follower(label, snapshot_id, wait, clock, listing)
     live = Live(console=console, auto_refresh=True, refresh_per_second=4) if console.is_terminal else None
     last_line = None
     try:

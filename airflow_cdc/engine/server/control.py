@@ -3,14 +3,17 @@
 Used by ``airflow-cdc engine start|stop|status`` and by the Airflow hook's local mode. A
 detached instance is ``airflow-cdc engine run`` in its own session, its output appended to
 ``<state.dir>/engine.log``; ``start`` returns once ``instance.json`` shows the new process
-polling (or fails with the log's tail if it exits first). ``client_for`` gives the control-API
-client of a running instance on this machine.
+polling. If it exits first (or never gets there), the error leads with the cause on one line,
+then that run's part of the log: ``engine.log`` keeps every run, and lines of an earlier run
+would point at a problem that may be fixed already. ``client_for`` gives the control-API client
+of a running instance on this machine.
 """
 
 from __future__ import annotations
 
 import contextlib
 import os
+import re
 import signal
 import subprocess
 import sys
@@ -37,6 +40,7 @@ def start_detached(
         raise CdcError(f"instance {props.get('name')!r} is already running ({directory})")
     directory.mkdir(parents=True, exist_ok=True)
     with open(directory / LOG, "ab") as log, open(os.devnull, "rb") as stdin:
+        run_starts_at = log.tell()  # append mode: the end, where this run's lines begin
         process = subprocess.Popen(
             [sys.executable, "-m", "airflow_cdc.cli", "engine", "run", "--config", str(config_file)],
             stdin=stdin,
@@ -51,17 +55,62 @@ def start_detached(
         if status and status.get("pid") == process.pid and status.get("state") == RUNNING:
             return status
         if process.poll() is not None:
-            raise CdcError(f"the instance exited with code {process.returncode}:\n{log_tail(directory)}")
+            what = f"the instance exited with code {process.returncode}"
+            raise CdcError(_start_failure(directory, process.pid, run_starts_at, what))
         time.sleep(0.1)
-    raise CdcError(f"the instance did not reach {RUNNING} within {timeout:.0f}s:\n{log_tail(directory)}")
+    what = f"the instance (pid {process.pid}) did not reach {RUNNING} within {timeout:.0f}s"
+    raise CdcError(_start_failure(directory, process.pid, run_starts_at, what))
+
+
+#: Lines of a failed start's log shown under its cause.
+FAILURE_LINES = 40
+#: A line of our log format (cli.py): ``2026-01-01 12:00:00,000 ERROR name: message``.
+_LOGGED_ERROR = re.compile(r"^\S+ \S+ (?:ERROR|CRITICAL) [\w.]+: (?P<message>.+)$")
+
+
+def _start_failure(directory: Path, pid: int, run_starts_at: int, what: str) -> str:
+    """The cause on the first line, then what happened and this run's log lines."""
+    lines = _log_since(directory, run_starts_at)
+    shown = "\n".join(f"  {line}" for line in lines[-FAILURE_LINES:]) or "  (it wrote nothing)"
+    cause = failure_cause(read_status(directory), pid, lines)
+    return f"{cause or what}\n{what}; {directory / LOG} of this run:\n{shown}"
+
+
+def failure_cause(status: Mapping[str, Any] | None, pid: int, lines: list[str]) -> str | None:
+    """The run's error, one line: from ``instance.json`` if this run wrote it (one of an earlier
+    run may still be there), else the last error logged, else a traceback's last line."""
+    if status and status.get("pid") == pid and status.get("error"):
+        return " ".join(str(status["error"]).split())
+    for line in reversed(lines):
+        logged = _LOGGED_ERROR.match(line)
+        if logged:
+            return " ".join(logged["message"].split())
+    if any(line.startswith("Traceback ") for line in lines):  # died before logging: the exception itself
+        return next((line for line in reversed(lines) if line.strip() and not line[0].isspace()), None)
+    return None
+
+
+def _log_since(directory: Path, offset: int) -> list[str]:
+    """The log's lines from byte ``offset`` on (all of it if it was truncated meanwhile)."""
+    try:
+        with open(directory / LOG, "rb") as log:
+            size = log.seek(0, os.SEEK_END)
+            log.seek(offset if offset <= size else 0)
+            return log.read().decode(errors="replace").splitlines()
+    except FileNotFoundError:
+        return []
 
 
 def stop(props: Mapping[str, Any], timeout: float = 60.0) -> dict[str, Any] | None:
-    """SIGTERM (graceful: the engine commits and releases its slots), wait, then SIGKILL."""
+    """SIGTERM (graceful: the engine commits and releases its slots), wait, then SIGKILL; the
+    status it ended with. None when it was not running (its ``instance.json``, if any, is an
+    earlier run's and says nothing about this stop)."""
     directory = state_dir(props)
+    if not is_running(directory):
+        return None
     status = read_status(directory)
-    if not is_running(directory) or not status:
-        return status
+    if not status or "pid" not in status:  # it holds the lock but has not written its pid yet
+        raise CdcError(f"instance {props.get('name')!r} is starting ({directory}); stop it again in a moment")
     pid = int(status["pid"])
     _signal(pid, signal.SIGTERM)
     if not _wait_unlocked(directory, timeout):
@@ -129,4 +178,4 @@ def _wait_unlocked(directory: Path, timeout: float) -> bool:
     return False
 
 
-__all__ = ["STATUS", "client_for", "log_tail", "start_detached", "status", "stop"]
+__all__ = ["STATUS", "client_for", "failure_cause", "log_tail", "start_detached", "status", "stop"]
