@@ -83,6 +83,8 @@ with DAG(
         timeout=3600,
     )
 
+    # Overlapping runs: one apply_changes runs at a time (max_active_tis_per_dag=1), the next queued;
+    # anything else on its checkpoint fails at once, retriably, naming the run that holds it.
     apply_changes = CdcSparkApplyOperator(
         task_id="apply_changes",
         cdc_conn_id=CDC_CONN,

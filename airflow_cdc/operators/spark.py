@@ -8,6 +8,10 @@ provider package (that one installs its own pyspark over ours).
 On a cluster (``master="spark://…"``, ``"yarn"``, ``"k8s://…"``) the driver runs in the task
 (client deploy mode), so its log streams and killing the task ends the job; the Kafka source's
 jars and a zip of ``airflow_cdc`` are shipped to the executors (ADR 0015).
+
+Before Spark starts (it takes half a minute) the target is checked (``spark.preflight``) and the
+checkpoint taken (``spark.checkpoint_lock``), so that a wrong password or a second run on the same
+checkpoint fails in a second with its cause as the first line, not after start-up in JVM traces.
 """
 
 from __future__ import annotations
@@ -15,12 +19,15 @@ from __future__ import annotations
 import os
 import sys
 from collections.abc import Mapping, Sequence
+from contextlib import AbstractContextManager, nullcontext
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 from airflow.sdk import BaseHook, BaseOperator, Context
 from airflow.sdk.exceptions import AirflowException, AirflowFailException
 
+from airflow_cdc.spark.checkpoint_lock import CheckpointBusy, CheckpointLock, Holder, lock_file
+from airflow_cdc.spark.preflight import TargetRefused, TargetUnreachable, check_before_start
 from airflow_cdc.spark.targets import LAKE_SCHEMES, SQL_SCHEMES, scheme_of
 
 if TYPE_CHECKING:
@@ -49,10 +56,30 @@ class CdcSparkApplyOperator(BaseOperator):
     Rerunning is safe: Spark's checkpoint and the target's position guard make a replayed batch a
     no-op, so a killed run, retried, neither loses nor applies twice.
 
+    Overlapping runs (a DAG run starting while the previous one still applies, or two tasks given
+    the same ``checkpoint``) must not share Spark's checkpoint. Airflow starts one instance of this
+    task at a time (``max_active_tis_per_dag=1`` by default here): a later DAG run's apply waits,
+    queued, until the earlier one ended. Whatever else reaches the checkpoint while a job holds it
+    (another DAG's task on the same path, an ``airflow tasks test``, a run when the default was
+    overridden) fails at once with the holder named (``checkpoint_lock_timeout``); retried, it runs
+    once the holder ended. The hold is ``flock`` on ``<checkpoint>.lock`` beside a checkpoint on a file
+    system (a shared mount included): the kernel drops it when the task's process ends, however it
+    ends, so no run leaves it held. A checkpoint on ``hdfs://``, ``s3a://`` and the like has no such
+    lock: there only ``max_active_tis_per_dag`` keeps runs apart (the task log says so), so keep it
+    and give tasks distinct checkpoints.
+
+    Before Spark starts the target is checked with the job's own rule, so a wrong password, a
+    missing database or table fails in a second (not retried: ``AirflowFailException``) and a target
+    that does not answer fails retriably, the cause first: a ``postgres``/``mysql`` connection is
+    opened with its credentials and the target tables of ``tables``, ``table_map``'s keys and
+    ``lane_groups`` must exist (the job adds ``_cdc_position`` where it is missing, as its first batch
+    would); on a local master, a Delta/Parquet root on a local path must be writable.
+
     :param cdc_conn_id: the capturing engine instance (``cdc_engine``): what it writes to
         (changelog directory or Kafka brokers), its topics and value settings are read from its
         running configuration, so the DAG names only the tables; explicit arguments win.
-    :param tables: the captured tables to apply (``schema.table``), with ``cdc_conn_id``.
+    :param tables: the captured tables to apply (``schema.table``), with ``cdc_conn_id``; their
+        target tables are checked before Spark starts (with or without ``cdc_conn_id``).
     :param source: ``kafka`` (Spark's Kafka source, jars from ``scripts/setup``; the default),
         ``kafka-python`` (no jar needed) or ``changelog`` (the engine's changelog directory).
     :param topics: the CDC topics (Kafka), or the topic directories of the changelog.
@@ -65,7 +92,15 @@ class CdcSparkApplyOperator(BaseOperator):
     :param lane_groups: lists of related tables applied in one lane, in source order.
     :param lanes: how many tables (or groups) apply in parallel.
     :param settings: the capturing connector's value modes (``decimal.handling.mode``, ...).
-    :param checkpoint: Spark's checkpoint directory (default: under ``$AIRFLOW_HOME/cdc``).
+    :param checkpoint: Spark's checkpoint directory (default: under ``$AIRFLOW_HOME/cdc``), one per
+        task: the job holds it exclusively while it runs.
+    :param checkpoint_lock_timeout: seconds to wait for another run that holds the checkpoint to
+        end. The default 0 fails at once, naming that run: the failure is retriable, so the task's
+        ``retries`` / ``retry_delay`` do the waiting without keeping a worker slot busy.
+    :param check_target: check the target from the worker before Spark starts (default). Turn it
+        off only when the target is reachable from the executors but not from the Airflow worker.
+    :param max_active_tis_per_dag: Airflow's limit on concurrent instances of this task across DAG
+        runs; 1 by default here, so two runs never apply at once (None lifts it).
     :param trigger: ``available-now`` or ``continuous``.
     :param max_duration: seconds a continuous run lasts.
     :param max_records_per_batch: admission control per micro-batch.
@@ -138,9 +173,12 @@ class CdcSparkApplyOperator(BaseOperator):
         python: str | None = None,
         executor_python: str | None = None,
         ship_package: bool | None = None,
+        checkpoint_lock_timeout: float = 0.0,
+        check_target: bool = True,
+        max_active_tis_per_dag: int | None = 1,
         **kwargs: Any,
     ) -> None:
-        super().__init__(**kwargs)
+        super().__init__(max_active_tis_per_dag=max_active_tis_per_dag, **kwargs)
         if bool(target_conn_id) == bool(target_url):
             raise ValueError("give exactly one of target_conn_id (postgres/mysql) or target_url (delta:/parquet:)")
         from airflow_cdc.spark.cluster import SparkMasterError, check_master
@@ -176,6 +214,8 @@ class CdcSparkApplyOperator(BaseOperator):
         self.python = python
         self.executor_python = executor_python
         self.ship_package = ship_package
+        self.checkpoint_lock_timeout = checkpoint_lock_timeout
+        self.check_target = check_target
         self._follower: Follower | None = None
 
     def use_instance(self) -> None:
@@ -258,6 +298,8 @@ class CdcSparkApplyOperator(BaseOperator):
         target = connection_url(self.target_conn_id) if self.target_conn_id else str(self.target_url)
         if scheme_of(target) not in (*SQL_SCHEMES, *LAKE_SCHEMES):
             raise AirflowException(f"target_url {self.target_url!r}: use delta:PATH or parquet:PATH")
+        if self.check_target:
+            self.preflight(target)
         checkpoint = self.checkpoint or self.default_checkpoint()
         submit = SparkSubmit(
             job_args=self.job_args(checkpoint),
@@ -275,9 +317,10 @@ class CdcSparkApplyOperator(BaseOperator):
         self.log.info("spark-submit: master %s, checkpoint %s", self.master, checkpoint)
         for warning in storage_warnings(self.master, checkpoint, target):
             self.log.warning("%s", warning)
-        self._follower = Follower(submit, lambda line: self.log.info("%s", line))
         try:
-            result = self._follower.run()
+            with self.hold(checkpoint, context):
+                self._follower = Follower(submit, lambda line: self.log.info("%s", line))
+                result = self._follower.run()
         except SparkMasterError as exc:  # a wrong URL stays wrong: no retry
             raise AirflowFailException(str(exc)) from exc
         except (SparkJobError, SparkMasterUnreachable) as exc:  # a failed job, a master down: retried
@@ -290,6 +333,44 @@ class CdcSparkApplyOperator(BaseOperator):
             result.get("deleted", 0),
         )
         return result
+
+    def preflight(self, target: str) -> None:
+        """The target's refusal fails the task for good; its silence, retriably."""
+        from airflow_cdc.spark.cluster import is_local
+
+        label = f"target connection {self.target_conn_id!r}" if self.target_conn_id else f"target {self.target_url!r}"
+        named = [*self.tables, *self.table_map, *(table for group in self.lane_groups for table in group)]
+        try:
+            check_before_start(
+                target, label, list(dict.fromkeys(named)), self.table_map, writes_here=is_local(self.master)
+            )
+        except TargetRefused as exc:
+            raise AirflowFailException(str(exc)) from exc
+        except TargetUnreachable as exc:
+            raise AirflowException(str(exc)) from exc
+
+    def hold(self, checkpoint: str, context: Context) -> AbstractContextManager[Any]:
+        """The checkpoint's lock for the job's duration (nothing to hold off a file system)."""
+        path = lock_file(checkpoint)
+        if path is None:
+            self.log.info(
+                "checkpoint %s is not on a file system, so no lock guards it: max_active_tis_per_dag=%s alone "
+                "keeps runs of this task apart, and no other task may use this checkpoint",
+                checkpoint,
+                self.max_active_tis_per_dag,
+            )
+            return nullcontext()
+        ti = context.get("ti")
+        run_id = str(context.get("run_id") or getattr(ti, "run_id", None) or "(none)")
+        holder = Holder.this_process(self.dag_id, run_id, self.task_id, getattr(ti, "try_number", None))
+        try:
+            lock = CheckpointLock(path, holder).acquire(self.checkpoint_lock_timeout)
+        except CheckpointBusy as exc:  # the holder ends: a retry may run
+            raise AirflowException(str(exc)) from exc
+        if lock.previous is not None:
+            self.log.warning("the checkpoint's last holder ended without releasing it: %s", lock.previous.describe())
+        self.log.info("holding checkpoint %s (lock %s)", checkpoint, path)
+        return lock
 
     def on_kill(self) -> None:
         if self._follower is not None:

@@ -1,0 +1,31 @@
+"""CdcSparkApplyOperator keeps overlapping runs off one checkpoint: Airflow starts one instance of
+the task at a time unless told otherwise, and only a checkpoint on a file system has a lock file."""
+
+from __future__ import annotations
+
+from datetime import datetime
+from pathlib import Path
+
+from airflow.sdk import DAG
+
+from airflow_cdc.operators.spark import CdcSparkApplyOperator
+from airflow_cdc.spark.checkpoint_lock import lock_file
+
+
+def test_one_instance_of_the_task_at_a_time_unless_the_dag_or_the_task_says_otherwise() -> None:
+    assert CdcSparkApplyOperator(task_id="apply", target_url="delta:/x").max_active_tis_per_dag == 1
+    assert (
+        CdcSparkApplyOperator(task_id="a", target_url="delta:/x", max_active_tis_per_dag=None).max_active_tis_per_dag
+        is None
+    )
+    with DAG("d", schedule=None, start_date=datetime(2026, 1, 1), default_args={"max_active_tis_per_dag": 3}):
+        assert CdcSparkApplyOperator(task_id="apply", target_url="delta:/x").max_active_tis_per_dag == 3
+
+
+def test_the_lock_file_sits_beside_a_local_checkpoint_and_remote_ones_have_none() -> None:
+    assert lock_file("/data/cdc/checkpoints/d.apply") == Path("/data/cdc/checkpoints/d.apply.lock")
+    assert lock_file("/data/cdc/checkpoints/d.apply/") == Path("/data/cdc/checkpoints/d.apply.lock")
+    assert lock_file("file:///data/ck") == Path("/data/ck.lock") == lock_file("file:/data/ck")
+    assert lock_file("relative/ck") == Path.cwd() / "relative" / "ck.lock"
+    for remote in ("s3a://bucket/ck", "hdfs://nn:8020/ck", "abfss://c@a.dfs.core.windows.net/ck"):
+        assert lock_file(remote) is None
