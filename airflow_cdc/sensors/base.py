@@ -5,8 +5,13 @@ Deferrable whatever Airflow's ``[operators] default_deferrable`` says (False unl
 default suits short waits, and a CDC wait - a snapshot, catching up - lasts minutes to hours, a
 worker slot held all along. ``deferrable=False`` pokes (mode ``poke`` or ``reschedule``).
 
-``execute()`` only defers (or, not deferrable, pokes); ``execute_complete()`` only judges the
-event. A poke is one look of the same trigger, run to completion on a short-lived event loop,
+``execute()`` looks for up to ``defer_after`` seconds in the task first and defers only if the
+wait is not over by then; ``execute_complete()`` only judges the event. Besides answering a
+short wait at once, that keeps the sensors out of a race in Airflow 3.3's scheduler: a trigger
+that fires within seconds of the deferral requeues the task before the deferring worker's
+"success" arrives, and that stale event then fails the resumed task as "changed externally"
+(apache/airflow#67287, #71580, #72716; the first real run of the README's DAG met it on
+``caught_up``). A poke is one look of the same trigger, run to completion on a short-lived event loop,
 so both modes follow exactly the same rules; in poke mode the trigger (and what it learnt, such
 as a notification cursor) lives as long as the task's ``execute()``.
 """
@@ -15,6 +20,7 @@ from __future__ import annotations
 
 import abc
 import asyncio
+import time
 from datetime import timedelta
 from typing import Any
 
@@ -25,6 +31,12 @@ from airflow_cdc.links import CdcInstanceLink
 from airflow_cdc.operators.base import CdcOperatorError, CdcUnavailableError
 from airflow_cdc.triggers.base import CdcEngineTrigger, Payload
 
+#: How long a deferrable sensor looks in the task before it defers (see the module's docstring):
+#: longer than a deferring worker takes to exit (about 5 s in Airflow 3.3) plus a scheduler loop.
+DEFER_AFTER = 15.0
+#: At most this long between two of those looks.
+FAST_PATH_INTERVAL = 1.0
+
 
 class CdcBaseSensor(BaseSensorOperator):
     """Base of the airflow-cdc sensors.
@@ -33,6 +45,8 @@ class CdcBaseSensor(BaseSensorOperator):
     :param deferrable: wait in the triggerer, freeing the worker slot (default True: a CDC wait
         is long); False pokes every ``poke_interval``.
     :param poke_interval: seconds between two looks at the instance (deferred or not).
+    :param defer_after: deferrable: seconds the task itself looks (every second at most) before
+        it defers; a wait over by then ends without the triggerer. 0 defers at once.
     :param unavailable_timeout: seconds the instance may not answer (restarting, stopped)
         before the task fails, naming the fix; it then stays retriable.
     """
@@ -47,11 +61,15 @@ class CdcBaseSensor(BaseSensorOperator):
         deferrable: bool = True,
         poke_interval: timedelta | float = 5.0,
         unavailable_timeout: float = 60.0,
+        defer_after: float = DEFER_AFTER,
         **kwargs: Any,
     ) -> None:
         super().__init__(poke_interval=poke_interval, **kwargs)
         if unavailable_timeout < 0:
             raise ValueError(f"unavailable_timeout must be seconds >= 0, not {unavailable_timeout!r}")
+        if defer_after < 0:
+            raise ValueError(f"defer_after must be seconds >= 0, not {defer_after!r}")
+        self.defer_after = defer_after
         self.cdc_conn_id = cdc_conn_id
         self.deferrable = deferrable
         self.unavailable_timeout = unavailable_timeout
@@ -68,6 +86,16 @@ class CdcBaseSensor(BaseSensorOperator):
     def execute(self, context: Context) -> Any:
         if not self.deferrable:
             return super().execute(context)
+        deadline = time.monotonic() + min(self.defer_after, float(self.timeout))
+        while self.defer_after > 0:
+            looked = self.poke(context)
+            if isinstance(looked, PokeReturnValue) and looked.is_done:
+                return looked.xcom_value
+            if time.monotonic() >= deadline:
+                break
+            time.sleep(min(FAST_PATH_INTERVAL, float(self.poke_interval)))
+        if self.defer_after > 0:
+            self.log.info("not done after %.0fs: waiting in the triggerer", self.defer_after)
         self.defer(trigger=self.trigger(), method_name="execute_complete", timeout=timedelta(seconds=self.timeout))
 
     def execute_complete(self, context: Context, event: Payload) -> Any:

@@ -55,7 +55,7 @@ def test_sensors_defer_by_default_whatever_the_operators_default_deferrable_sett
     ("sensor", "trigger_class", "expected"),
     [
         (
-            lambda: snapshot_sensor(deferrable=True, stall_timeout=30, poke_interval=2, timeout=3600),
+            lambda: snapshot_sensor(deferrable=True, stall_timeout=30, poke_interval=2, timeout=3600, defer_after=0),
             CdcSnapshotTrigger,
             {
                 "signal_id": SIGNAL_ID,
@@ -65,7 +65,9 @@ def test_sensors_defer_by_default_whatever_the_operators_default_deferrable_sett
             },
         ),
         (
-            lambda: CdcOffsetSensor(task_id="caught_up", cdc_conn_id=CONN, target="current", deferrable=True),
+            lambda: CdcOffsetSensor(
+                task_id="caught_up", cdc_conn_id=CONN, target="current", deferrable=True, defer_after=0
+            ),
             CdcOffsetTrigger,
             {"target": "current", "poll_interval": 5.0},
         ),
@@ -77,13 +79,16 @@ def test_sensors_defer_by_default_whatever_the_operators_default_deferrable_sett
                 max_lag=3,
                 topics="shop.public.orders",
                 deferrable=True,
+                defer_after=0,
             ),
             CdcConsumerLagTrigger,
             {"group_id": "apply", "max_lag": 3, "topics": ["shop.public.orders"], "kafka_conn_id": None},
         ),
     ],
 )
-def test_a_deferrable_sensor_only_defers(sensor: Any, trigger_class: type, expected: dict[str, Any]) -> None:
+def test_a_deferrable_sensor_with_defer_after_0_only_defers(
+    sensor: Any, trigger_class: type, expected: dict[str, Any]
+) -> None:
     task = sensor()
     with pytest.raises(TaskDeferred) as deferred:
         task.execute(context())
@@ -187,5 +192,23 @@ def test_arguments_are_checked_when_the_dag_is_parsed(build: Any, message: str) 
 
 def test_no_secret_in_what_a_deferred_sensor_hands_the_triggerer(api: FakeApi) -> None:  # noqa: F811 - fixture
     with pytest.raises(TaskDeferred) as deferred:
-        snapshot_sensor(deferrable=True).execute(context())
+        snapshot_sensor(deferrable=True, defer_after=0).execute(context())
     assert TOKEN not in json.dumps(deferred.value.trigger.serialize()[1])
+
+
+def test_a_wait_over_within_defer_after_ends_in_the_task(api: FakeApi) -> None:  # noqa: F811 - fixture
+    """Airflow 3.3 fails a deferred task whose trigger fires before the deferring worker's exit is
+    processed (apache/airflow#67287, #72716): a wait that ends within seconds never defers."""
+    api.committed = api.current = "0/20"
+    sensor = CdcOffsetSensor(task_id="caught_up", cdc_conn_id=CONN, target="current", poke_interval=0.01)
+    assert sensor.deferrable and sensor.defer_after == 15.0
+    xcom = sensor.execute(context())  # no TaskDeferred
+    assert xcom["positions"][0]["committed"] == "0/20"
+
+
+def test_a_wait_not_over_after_defer_after_defers(api: FakeApi) -> None:  # noqa: F811 - fixture
+    api.publish("STARTED", data_collections="public.orders")
+    with pytest.raises(TaskDeferred) as deferred:
+        snapshot_sensor(poke_interval=0.01, defer_after=0.3).execute(context())
+    assert type(deferred.value.trigger) is CdcSnapshotTrigger
+    assert sum(r.url.path == "/notifications" for r in api.requests) >= 2  # it looked more than once first
