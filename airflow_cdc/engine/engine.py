@@ -220,9 +220,12 @@ class Engine:
         timeout = self.settings["task.management.timeout.ms"] / 1000
         for runner in self._runners:
             if not runner.started.wait(timeout):
-                raise TimeoutError(
-                    f"task {runner.task_id} did not start within task.management.timeout.ms={timeout * 1000:.0f}"
-                )
+                limit = f"task.management.timeout.ms={timeout * 1000:.0f}"
+                if runner.start_failure is not None:  # the cause first: it is what to mend
+                    raise TimeoutError(
+                        f"task {runner.task_id} could not start: {runner.start_failure} (still failing after {limit})"
+                    )
+                raise TimeoutError(f"task {runner.task_id} did not start within {limit}")
         failed = [r for r in self._runners if r.start_error is not None]
         if failed:
             raise failed[0].start_error  # type: ignore[misc]

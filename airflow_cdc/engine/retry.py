@@ -27,14 +27,24 @@ class RetryPolicy:
         """The wait before retry number ``attempt`` (1-based)."""
         return float(min(self.max_delay_s, self.initial_delay_s * (2 ** min(attempt - 1, 30))))
 
-    def call(self, work: Callable[[], T], *, what: str, stopping: threading.Event) -> T:
+    def call(
+        self,
+        work: Callable[[], T],
+        *,
+        what: str,
+        stopping: threading.Event,
+        failed: Callable[[RetriableError], None] | None = None,
+    ) -> T:
         """Run ``work``; on RetriableError wait and retry. Gives up (re-raising the last error)
-        when the retries are used up or the engine is stopping."""
+        when the retries are used up or the engine is stopping. ``failed`` hears each failure
+        (a caller that gives up waiting first can still name the cause)."""
         attempt = 0
         while True:
             try:
                 return work()
             except RetriableError as exc:
+                if failed is not None:
+                    failed(exc)
                 attempt += 1
                 if 0 <= self.max_retries < attempt:
                     log.error("%s failed after %d retries: %s", what, self.max_retries, exc)

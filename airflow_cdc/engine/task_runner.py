@@ -65,6 +65,8 @@ class TaskRunner:
         self._commit_served = threading.Condition()
         self._commits_served = 0
         self.start_error: BaseException | None = None
+        #: The last retriable failure of start(), while it is retried: why a start takes long.
+        self.start_failure: BaseException | None = None
         self.error: BaseException | None = None
         self.polled = 0
         self.committed: dict[str, Any] = {}
@@ -86,10 +88,16 @@ class TaskRunner:
         self._go.set()
 
     # -- the task's thread -----------------------------------------------------------------
+    def _start_failed(self, exc: BaseException) -> None:
+        self.start_failure = exc
+
     def _main(self) -> None:
         try:
             self._retry.call(
-                lambda: self.task.start(self.context), what=f"task {self.task_id} start", stopping=self._stop.event
+                lambda: self.task.start(self.context),
+                what=f"task {self.task_id} start",
+                stopping=self._stop.event,
+                failed=self._start_failed,
             )
         except BaseException as exc:
             self.start_error = exc

@@ -110,6 +110,21 @@ def test_retriable_errors_are_retried_until_the_poll_succeeds():
     assert engine.error is None
 
 
+def test_a_start_still_failing_at_the_task_timeout_names_its_cause():
+    # A replication slot held by another engine: retried as long as errors.max.retries allows
+    # (unlimited), so the task timeout ends the wait - and says why, not only that it took long.
+    def busy(task: int) -> None:
+        raise RetriableError("replication slot 'debezium' is active for PID 17707")
+
+    connector = ScriptedConnector(on_start=busy)
+    cfg = config(errors_max_retries=-1, task_management_timeout_ms=300)
+    with pytest.raises(EngineFailedError) as failed:
+        Engine(cfg, consumer=lambda r: None, connector=connector).run()
+    message = str(failed.value.__cause__)
+    assert message.startswith("task test-engine-0 could not start: replication slot 'debezium' is active"), message
+    assert "still failing after task.management.timeout.ms=300" in message
+
+
 def test_retries_run_out_then_the_engine_stops_cleanly():
     attempts = []
 
