@@ -19,9 +19,13 @@ from airflow_cdc.engine.server.instance_files import validated
 from airflow_cdc.operators.base import CdcOperatorError
 
 
-def check_engine_config(props: Mapping[str, Any], *, allow_unknown_keys: bool, where: str) -> list[str]:
+def check_engine_config(
+    props: Mapping[str, Any], *, allow_unknown_keys: bool, where: str, partial: bool = False
+) -> list[str]:
     """The warnings of ``props`` (unknown keys, when allowed); CdcOperatorError listing every
-    problem, the cause first, when it is invalid. ``where`` says whose configuration it is."""
+    problem, the cause first, when it is invalid. ``where`` says whose configuration it is.
+    ``partial``: ``props`` are only what the task lays over a configuration this worker cannot
+    read (an engine service that has not run yet): what they lack is not a problem."""
     flat = strip_prefixes(flatten(props))
     # A ${env:...} / ${file:...} reference resolves where the engine runs, not on this worker:
     # its value is left to the instance; its key is still checked.
@@ -29,7 +33,11 @@ def check_engine_config(props: Mapping[str, Any], *, allow_unknown_keys: bool, w
     try:
         result = validated(checkable, strict=not allow_unknown_keys)
     except ConfigError as exc:
-        problems = [p for p in exc.problems if not (p.key in flat and _is_reference(flat[p.key]))]
+        problems = [
+            p
+            for p in exc.problems
+            if not (p.key in flat and _is_reference(flat[p.key])) and (p.key in flat or not partial)
+        ]
         if not problems:
             return [str(w) for w in exc.warnings]
         lines = "\n".join(f"  - {p}" for p in problems)

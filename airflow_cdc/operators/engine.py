@@ -171,7 +171,8 @@ class CdcStartEngineOperator(CdcBaseOperator):
         check_config_argument(overrides)
         deadline = time.monotonic() + self.timeout
         with self.engine_client() as client:
-            self._validate({**self._service_config(client), **overrides}, f"the task's config over {client.url}'s")
+            running = self._service_config(client)
+            self._validate({**running, **overrides}, f"the task's config over {client.url}'s", partial=not running)
             try:
                 state = client.start(overrides).state
             except ApiRefusedError as exc:
@@ -186,8 +187,11 @@ class CdcStartEngineOperator(CdcBaseOperator):
         self.log.info("instance %r %s: %s", status.name, "started" if started else "already running", status.phase)
         return self._started_answer(status, started)
 
-    def _validate(self, requested: Mapping[str, Any], where: str) -> None:
-        for warning in check_engine_config(requested, allow_unknown_keys=self.allow_unknown_keys, where=where):
+    def _validate(self, requested: Mapping[str, Any], where: str, *, partial: bool = False) -> None:
+        checked = check_engine_config(
+            requested, allow_unknown_keys=self.allow_unknown_keys, where=where, partial=partial
+        )
+        for warning in checked:
             self.log.warning("engine configuration: %s", warning)
 
     @staticmethod

@@ -332,7 +332,8 @@ class _ConnectRoutes:
         return {
             "name": instance.name,
             "type": "source",
-            "config": {k: v for k, v in instance.engine.config.items() if not is_secret_key(k)},
+            # what it runs, or would start, with: a service that has not run yet has a config too
+            "config": {k: v for k, v in instance.settings.items() if not is_secret_key(k)},
             "tasks": [{"connector": instance.name, "task": i} for i, _ in enumerate(status["tasks"])],
         }
 
