@@ -25,11 +25,22 @@ from airflow_cdc.local.connect import KafkaConnectWorker
 from airflow_cdc.local.jvm import SETUP_HINT, JvmPartsMissing, jars_dir
 from airflow_cdc.local.kafka import KafkaBroker, SaslSsl
 from airflow_cdc.local.mariadb import MariaDBServer
+from airflow_cdc.local.mariadb_tls import MariaDBTlsServer
 from airflow_cdc.local.postgres import PostgresServer
+from airflow_cdc.local.postgres_tls import PostgresTlsServer
 from airflow_cdc.local.process import BinaryNotFound
 from airflow_cdc.local.spark_cluster import SparkStandaloneCluster
 
-S = TypeVar("S", PostgresServer, MariaDBServer, KafkaBroker, KafkaConnectWorker, SparkStandaloneCluster)
+S = TypeVar(
+    "S",
+    PostgresServer,
+    PostgresTlsServer,
+    MariaDBServer,
+    MariaDBTlsServer,
+    KafkaBroker,
+    KafkaConnectWorker,
+    SparkStandaloneCluster,
+)
 
 
 def _serve(service: S) -> Iterator[S]:
@@ -64,9 +75,23 @@ def pg_database(pg_server: PostgresServer) -> Iterator[str]:
 
 
 @pytest.fixture(scope="session")
+def pg_tls_server(tmp_path_factory: pytest.TempPathFactory) -> Iterator[PostgresTlsServer]:
+    """A second PostgreSQL that takes TCP clients only with TLS and a client certificate
+    (``hostssl ... cert``); ``.client_tls()`` gives the engine's ``database.ssl*`` settings."""
+    yield from _serve(PostgresTlsServer(tmp_path_factory.mktemp("pg-tls")))
+
+
+@pytest.fixture(scope="session")
 def mariadb_server() -> Iterator[MariaDBServer]:
     """MariaDB with log_bin=ON, binlog_format=ROW, binlog_row_image=FULL; ``.connect()``."""
     yield from _serve(MariaDBServer.from_env())
+
+
+@pytest.fixture(scope="session")
+def mariadb_tls_server(tmp_path_factory: pytest.TempPathFactory) -> Iterator[MariaDBTlsServer]:
+    """A second MariaDB serving TLS; ``.client_tls()`` gives the engine's ``database.ssl.*``
+    settings for a user created ``REQUIRE X509``."""
+    yield from _serve(MariaDBTlsServer(tmp_path_factory.mktemp("mariadb-tls")))
 
 
 @pytest.fixture

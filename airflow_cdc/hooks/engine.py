@@ -114,6 +114,7 @@ class CdcEngineHook(BaseHook):
             "timeout": settings.timeout,
             "notification_topic": settings.notification_topic,
             "bootstrap_servers": settings.bootstrap_servers,
+            "kafka_options": _kafka_options(settings.kafka),
         }
 
     def _source(self, settings: EngineConnection) -> SourceConfig | None:
@@ -290,3 +291,12 @@ def _plain(value: Any) -> Any:
     if isinstance(value, list | tuple):
         return [_plain(v) for v in value]
     return str(value)
+
+
+def _kafka_options(settings: Mapping[str, Any]) -> dict[str, Any]:
+    """A ``kafka_connect`` connection's ``kafka`` extra as kafka-python consumer arguments."""
+    from kafka import KafkaConsumer
+
+    from airflow_cdc.engine.kafka_settings import kafka_python_config
+
+    return kafka_python_config(settings, KafkaConsumer.DEFAULT_CONFIG, strict=False)

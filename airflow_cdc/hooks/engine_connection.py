@@ -28,6 +28,10 @@ cluster instead, driven by the same operators:
 * extra ``connector`` - the connector's name (default: the config file's ``name``);
 * extra ``bootstrap_servers`` - the Kafka cluster of Debezium's notification topic
   (``notification.sink.topic.name``, or extra ``notification_topic``);
+* extra ``kafka`` - that cluster's client settings, an object with Kafka's Java or librdkafka
+  names (``{"security.protocol": "SASL_SSL", "sasl.mechanism": "SCRAM-SHA-512",
+  "sasl.username": ..., "sasl.password": ..., "ssl.ca.location": ...}``): the notification
+  reader and the consumer-lag trigger log in with them;
 * extra ``source_conn_id`` - the captured database's connection: Debezium reports no source
   position, so "current" targets are read there, and signals a DAG sends on the ``api``
   channel (Debezium has none) go into the signal table over it.
@@ -38,7 +42,8 @@ from __future__ import annotations
 import json
 import ssl
 from collections.abc import Mapping
-from dataclasses import dataclass
+from dataclasses import dataclass, field
+from pathlib import Path
 from typing import Any
 from urllib.parse import urlsplit
 
@@ -65,6 +70,8 @@ class EngineConnection:
     #: of the notifications, and the captured database's connection.
     login: str | None = None
     bootstrap_servers: str | None = None
+    #: Kafka Connect: the client settings of that cluster (Java/librdkafka names), security included.
+    kafka: Mapping[str, Any] = field(default_factory=dict, repr=False)
     notification_topic: str | None = None
     source_conn_id: str | None = None
     #: An https API: the CA bundle, and this client's certificate and key (paths on the worker).
@@ -135,7 +142,7 @@ def engine_connection(
     if conn_type == KAFKA_CONNECT:
         return _connect_connection(conn_id, host, port, login, password, schema, extras)
     url = _url(host, port, schema if schema in ("http", "https") else None)
-    config_path = str(extras["config_path"]) if extras.get("config_path") else None
+    config_path = str(Path(str(extras["config_path"])).expanduser()) if extras.get("config_path") else None
     if url is None and config_path is None:
         raise ConfigError(
             [
@@ -169,6 +176,21 @@ def _text(extras: Mapping[str, Any], key: str) -> str | None:
     return str(extras[key]) if extras.get(key) else None
 
 
+def _kafka_settings(conn_id: str, value: Any) -> dict[str, Any]:
+    if isinstance(value, str) and value.strip():
+        try:
+            value = json.loads(value)
+        except ValueError:
+            value = None
+    if value in (None, "", {}):
+        return {}
+    if not isinstance(value, Mapping):
+        raise ConfigError(
+            [ConfigProblem(f"{conn_id}.extra.kafka", "is not an object", 'give {"security.protocol": ..., ...}')]
+        )
+    return {str(k): v for k, v in value.items()}
+
+
 def _connect_connection(
     conn_id: str,
     host: str | None,
@@ -183,7 +205,7 @@ def _connect_connection(
         raise ConfigError(
             [ConfigProblem(conn_id, "has no host", "set it to Kafka Connect's REST URL, e.g. http://connect:8083")]
         )
-    config_path = str(extras["config_path"]) if extras.get("config_path") else None
+    config_path = str(Path(str(extras["config_path"])).expanduser()) if extras.get("config_path") else None
     connector = str(extras.get("connector") or "") or None
     if connector is None and config_path is not None:
         connector = str(load_config_file(config_path).get("name") or "") or None
@@ -213,6 +235,7 @@ def _connect_connection(
         backend=KAFKA_CONNECT,
         login=login or None,
         bootstrap_servers=_text(extras, "bootstrap_servers"),
+        kafka=_kafka_settings(conn_id, extras.get("kafka")),
         notification_topic=_text(extras, "notification_topic"),
         source_conn_id=_text(extras, "source_conn_id"),
     )

@@ -26,7 +26,9 @@ from airflow.sdk import BaseHook
 
 from airflow_cdc.engine import mysql_client
 from airflow_cdc.engine.errors import CdcError, ConfigError, ConfigProblem, MissingDependencyError
+from airflow_cdc.engine.kafka_settings import kafka_python_config, open_client, security_settings
 from airflow_cdc.engine.signals import parse_signal
+from airflow_cdc.engine.signals.channels import CONSUMER_PREFIX as SIGNAL_CONSUMER_PREFIX
 from airflow_cdc.hooks.engine import CdcEngineHook
 from airflow_cdc.hooks.source_config import SourceConfig, from_connection
 
@@ -59,6 +61,10 @@ class CdcSignalHook(BaseHook):
         to the captured database, whose user may insert into the signal table.
     :param kafka_bootstrap_servers: for the ``kafka`` channel: the brokers, when they are not
         the instance's ``signal.kafka.bootstrap.servers``.
+    :param kafka_conn_id: for the ``kafka`` channel: an Airflow ``kafka`` connection whose
+        extra holds client settings (``sasl.password``, ...) over the instance's
+        ``signal.consumer.*`` security settings, which its API gives without passwords; one
+        that names ``bootstrap.servers`` is used alone.
     """
 
     conn_name_attr = "cdc_conn_id"
@@ -72,12 +78,14 @@ class CdcSignalHook(BaseHook):
         *,
         source_conn_id: str | None = None,
         kafka_bootstrap_servers: str | None = None,
+        kafka_conn_id: str | None = None,
         **kwargs: Any,
     ) -> None:
         super().__init__(**kwargs)
         self.cdc_conn_id = cdc_conn_id
         self.source_conn_id = source_conn_id
         self.kafka_bootstrap_servers = kafka_bootstrap_servers
+        self.kafka_conn_id = kafka_conn_id
         #: The channel the last signal went on (``api`` becomes another on Kafka Connect).
         self.last_channel: str | None = None
 
@@ -226,8 +234,10 @@ class CdcSignalHook(BaseHook):
         except ImportError:  # pragma: no cover - kafka-python is a core dependency
             raise MissingDependencyError("kafka-python", "kafka") from None
         key = str(config.get("topic.prefix") or "")
+        client = self._kafka_client(config, servers)
         try:
-            producer = KafkaProducer(bootstrap_servers=servers, acks="all", max_block_ms=10_000)
+            # A refused login is a ConfigError naming the setting (open_client).
+            producer = open_client(KafkaProducer, {**client, "acks": "all", "max_block_ms": 10_000}, setting_prefix="")
         except KafkaError as exc:
             raise CdcError(f"cannot reach Kafka at {servers} for the signal topic {topic}: {exc}") from None
         try:
@@ -240,6 +250,17 @@ class CdcSignalHook(BaseHook):
         signal_id = f"{metadata.topic}-{metadata.partition}-{metadata.offset}"
         self.log.info("signal %s (%s) sent to Kafka topic %s", signal_id, kind, topic)
         return signal_id
+
+    def _kafka_client(self, config: Mapping[str, Any], servers: str) -> dict[str, Any]:
+        """kafka-python arguments: the channel's security settings (Debezium's
+        ``signal.consumer.*``: the signal topic's cluster), with the Kafka connection's over them."""
+        from kafka import KafkaProducer
+
+        settings = {"bootstrap.servers": servers, **security_settings(config, SIGNAL_CONSUMER_PREFIX)}
+        if self.kafka_conn_id:
+            extra = self.get_connection(self.kafka_conn_id).extra_dejson
+            settings = {**({} if extra.get("bootstrap.servers") else settings), **extra}
+        return kafka_python_config(settings, KafkaProducer.DEFAULT_CONFIG, strict=False)
 
 
 # -- DB-API connections of the source maps' drivers --------------------------------------------------
@@ -264,6 +285,7 @@ def _psycopg(source: SourceConfig, database: str | None) -> Any:
         password=source.password,
         dbname=database or p.get("database.dbname"),
         sslmode=p.get("database.sslmode"),
+        **{k: p[f"database.{k}"] for k in ("sslrootcert", "sslcert", "sslkey") if p.get(f"database.{k}")},
         connect_timeout=10,
         autocommit=True,
     )
@@ -280,6 +302,7 @@ def _pymysql(source: SourceConfig, database: str | None) -> Any:
         database=database or _database_name(p.get("database.include.list")),
         connect_timeout=10,
         autocommit=True,
+        **mysql_client.tls_params(p),
     )
 
 

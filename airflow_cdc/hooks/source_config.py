@@ -78,7 +78,8 @@ POSTGRES = SourceMapping(
         "login": "database.user",
         "schema": "database.dbname",
     },
-    extras={"sslmode": ("database.sslmode", str)},
+    # The postgres provider's extras, which are libpq's TLS parameters, to Debezium's keys.
+    extras={name: (f"database.{name}", str) for name in ("sslmode", "sslrootcert", "sslcert", "sslkey")},
     password_env="PGPASSWORD",
     driver="psycopg",
     lineage_scheme="postgres",

@@ -27,6 +27,7 @@ from dataclasses import dataclass
 from typing import Any
 
 from airflow_cdc.engine.errors import MissingDependencyError, RetriableError
+from airflow_cdc.engine.kafka_settings import open_client
 from airflow_cdc.engine.notifications import Notification, NotificationPage
 
 log = logging.getLogger(__name__)
@@ -83,18 +84,20 @@ def read_page(
     timeout: float = 10.0,
 ) -> NotificationPage:
     """The notifications on ``topic`` after ``cursor`` (None: every one kept), at most ``limit``.
-    ``kafka_options``: kafka-python consumer arguments (``bootstrap_servers``, security)."""
+    ``kafka_options``: kafka-python consumer arguments (``bootstrap_servers``, security), e.g.
+    ``airflow_cdc.engine.kafka_settings.kafka_python_config`` of Java/librdkafka settings."""
     try:
         from kafka import KafkaConsumer, TopicPartition
         from kafka.errors import KafkaError
     except ImportError:  # pragma: no cover - kafka-python is a core dependency
         raise MissingDependencyError("kafka-python", "kafka") from None
+    kwargs = {"request_timeout_ms": int(timeout * 1000) + 1, **kafka_options}
     try:
-        consumer = KafkaConsumer(
-            **{"request_timeout_ms": int(timeout * 1000) + 1, **kafka_options},
-            group_id=None,
-            enable_auto_commit=False,
-            allow_auto_create_topics=False,
+        # A refused login is a ConfigError naming the setting, not an unavailable cluster.
+        consumer = open_client(
+            KafkaConsumer,
+            {**kwargs, "group_id": None, "enable_auto_commit": False, "allow_auto_create_topics": False},
+            setting_prefix="",
         )
     except KafkaError as exc:
         raise NotificationTopicUnavailableError(

@@ -32,6 +32,12 @@ def position_reader(config: Mapping[str, Any], password: str | None) -> Callable
             "user": user,
             "password": password or "",
             "dbname": str(config.get("database.dbname") or "postgres"),
+            # Debezium's TLS settings are libpq's parameters of the same names.
+            **{
+                k: config[f"database.{k}"]
+                for k in ("sslmode", "sslrootcert", "sslcert", "sslkey")
+                if config.get(f"database.{k}")
+            },
         }
         return lambda: _postgres(dsn)
     if "mysql" in kind or "mariadb" in kind:

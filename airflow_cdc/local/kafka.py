@@ -8,6 +8,13 @@ its directory.
 ``KafkaBroker.from_env()`` uses ``CDC_TEST_KAFKA_BOOTSTRAP`` (an existing Kafka) instead;
 stopping and restarting it is then unsupported (``restartable`` is false, ``stop()`` raises).
 
+``KafkaBroker(sasl_ssl=SaslSsl(directory))`` also listens with SASL_SSL, as production brokers
+do: SCRAM-SHA-512 logins (the user is created when the log directory is formatted) over TLS with
+a certificate from a throwaway CA (``airflow_cdc.local.tls``), given to the JVM as PEM files
+(Kafka 4 reads PEM key and trust stores). The PLAINTEXT listener stays, for the broker's own
+traffic and the readiness check; clients under test use ``secure_bootstrap_servers`` and
+``client_security()``.
+
 The jars come from ``scripts/setup`` (``airflow_cdc.local.jvm``).
 """
 
@@ -18,6 +25,7 @@ import os
 import signal
 import subprocess
 import uuid
+from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
@@ -59,6 +67,52 @@ SETTINGS: dict[str, str] = {
 }
 
 _BIND_FAILED = ("Address already in use", "BindException")
+SASL_MECHANISM = "SCRAM-SHA-512"
+
+
+@dataclass
+class SaslSsl:
+    """A SASL_SSL listener: its CA, certificate and one SCRAM user, made in ``directory``."""
+
+    directory: Path
+    username: str = "cdc"
+    password: str = field(default_factory=lambda: uuid.uuid4().hex)
+    port: int = 0
+    ca: Path = field(init=False)
+    keystore: Path = field(init=False)
+
+    def __post_init__(self) -> None:
+        from airflow_cdc.local.tls import CertificateAuthority
+
+        authority = CertificateAuthority(self.directory, "airflow-cdc test Kafka CA")
+        issued = authority.issue("kafka", hosts=["127.0.0.1", "localhost"])
+        self.ca = authority.cert
+        # Kafka's PEM keystore file: the private key (unencrypted PKCS#8) and its certificate.
+        self.keystore = self.directory / "kafka.keystore.pem"
+        self.keystore.write_bytes(issued.key.read_bytes() + issued.cert.read_bytes())
+        self.keystore.chmod(0o600)
+
+    def broker_settings(self) -> dict[str, str]:
+        return {
+            "sasl.enabled.mechanisms": SASL_MECHANISM,
+            f"listener.name.sasl_ssl.{SASL_MECHANISM.lower()}.sasl.jaas.config": (
+                "org.apache.kafka.common.security.scram.ScramLoginModule required;"
+            ),
+            "listener.name.sasl_ssl.ssl.keystore.type": "PEM",
+            "listener.name.sasl_ssl.ssl.keystore.location": str(self.keystore),
+            "listener.name.sasl_ssl.ssl.truststore.type": "PEM",
+            "listener.name.sasl_ssl.ssl.truststore.location": str(self.ca),
+        }
+
+    def client_security(self) -> dict[str, str]:
+        """A client's settings (librdkafka/Java names, as the engine's configuration takes them)."""
+        return {
+            "security.protocol": "SASL_SSL",
+            "sasl.mechanism": SASL_MECHANISM,
+            "sasl.username": self.username,
+            "sasl.password": self.password,
+            "ssl.ca.location": str(self.ca),
+        }
 
 
 def cluster_id() -> str:
@@ -86,8 +140,10 @@ class KafkaBroker(LocalServer):
         startup_timeout: float = 90.0,
         external_bootstrap: str | None = None,
         settings: dict[str, str] | None = None,
+        sasl_ssl: SaslSsl | None = None,
     ) -> None:
         self.external_bootstrap = external_bootstrap
+        self.sasl_ssl = sasl_ssl
         self.startup_timeout = startup_timeout
         self.settings = {**SETTINGS, **(settings or {})}
         self.host = "127.0.0.1"
@@ -124,6 +180,19 @@ class KafkaBroker(LocalServer):
     def bootstrap_servers(self) -> str:
         return self.external_bootstrap or f"{self.host}:{self.port}"
 
+    @property
+    def secure_bootstrap_servers(self) -> str:
+        """The SASL_SSL listener's address (``sasl_ssl`` brokers only)."""
+        if self.sasl_ssl is None:
+            raise ServiceError("this broker has no SASL_SSL listener: start it with sasl_ssl=SaslSsl(...)")
+        return f"{self.host}:{self.sasl_ssl.port}"
+
+    def client_security(self) -> dict[str, str]:
+        """``bootstrap.servers`` of the SASL_SSL listener and the client settings that log in there."""
+        if self.sasl_ssl is None:
+            raise ServiceError("this broker has no SASL_SSL listener: start it with sasl_ssl=SaslSsl(...)")
+        return {"bootstrap.servers": self.secure_bootstrap_servers, **self.sasl_ssl.client_security()}
+
     def admin(self, **kwargs: Any) -> KafkaAdminClient:
         """A ``KafkaAdminClient`` for this broker (close it)."""
         return KafkaAdminClient(bootstrap_servers=self.bootstrap_servers, **kwargs)
@@ -155,15 +224,26 @@ class KafkaBroker(LocalServer):
         The ports are not part of it, so a restart may use the same directory with any ports."""
         config = self._write_config(port=1, controller_port=2)  # placeholders: format reads only ids and dirs
         args = [*self._jvm(java, classpath), "kafka.tools.StorageTool", "format", "-t", cluster_id(), "-c", str(config)]
+        if self.sasl_ssl is not None:  # KRaft keeps SCRAM users in its metadata log, made here
+            user = self.sasl_ssl
+            args += ["--add-scram", f"{SASL_MECHANISM}=[name={user.username},password={user.password}]"]
         done = subprocess.run(args, capture_output=True, text=True, cwd=self.directory, timeout=120)
         if done.returncode != 0:
             raise ServiceError(f"kafka-storage format failed ({done.returncode}):\n{done.stdout}\n{done.stderr}")
 
     def _write_config(self, *, port: int, controller_port: int) -> Path:
+        listeners, advertised = f"PLAINTEXT://{self.host}:{port}", f"PLAINTEXT://{self.host}:{port}"
+        extra: dict[str, str] = {}
+        if self.sasl_ssl is not None:
+            secure = f"SASL_SSL://{self.host}:{self.sasl_ssl.port or 3}"
+            listeners, advertised = f"{listeners},{secure}", f"{advertised},{secure}"
+            protocols = f"{self.settings['listener.security.protocol.map']},SASL_SSL:SASL_SSL"
+            extra = {**self.sasl_ssl.broker_settings(), "listener.security.protocol.map": protocols}
         settings = {
             **self.settings,
-            "listeners": f"PLAINTEXT://{self.host}:{port},CONTROLLER://{self.host}:{controller_port}",
-            "advertised.listeners": f"PLAINTEXT://{self.host}:{port}",
+            **extra,
+            "listeners": f"{listeners},CONTROLLER://{self.host}:{controller_port}",
+            "advertised.listeners": advertised,
             "controller.quorum.voters": f"{self.settings['node.id']}@{self.host}:{controller_port}",
             "log.dirs": str(self.data_dir),
         }
@@ -174,6 +254,8 @@ class KafkaBroker(LocalServer):
     def _command(self) -> tuple[list[str], dict[str, Any]]:
         if self.starts == 0:  # a first start may retry on other ports; a restart keeps them
             self.controller_port = free_port()
+            if self.sasl_ssl is not None:
+                self.sasl_ssl.port = free_port()
         config = self._write_config(port=self.port, controller_port=self.controller_port)
         with open(self.log_path, "ab") as log:  # type: ignore[arg-type]
             log.write(f"--- start {self.starts + 1}: port {self.port}, controller {self.controller_port}\n".encode())

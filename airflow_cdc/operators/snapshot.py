@@ -61,6 +61,7 @@ class _SignalOperator(CdcBaseOperator):
         *,
         channel: str = "api",
         source_conn_id: str | None = None,
+        kafka_conn_id: str | None = None,
         acceptance_timeout: float = 30.0,
         **kwargs: Any,
     ) -> None:
@@ -73,11 +74,12 @@ class _SignalOperator(CdcBaseOperator):
             raise ValueError(f"acceptance_timeout must be seconds >= 0, not {acceptance_timeout!r}")
         self.channel = channel
         self.source_conn_id = source_conn_id
+        self.kafka_conn_id = kafka_conn_id
         self.acceptance_timeout = acceptance_timeout
 
     @cached_property
     def signal_hook(self) -> CdcSignalHook:
-        return CdcSignalHook(self.cdc_conn_id, source_conn_id=self.source_conn_id)
+        return CdcSignalHook(self.cdc_conn_id, source_conn_id=self.source_conn_id, kafka_conn_id=self.kafka_conn_id)
 
     def send_and_await(self, kind: str, data: Mapping[str, Any], acted: Callable[[Notification, str], bool]) -> str:
         """Send, then read the instance's notifications until one shows it acted on the signal
@@ -152,6 +154,8 @@ class CdcSnapshotOperator(_SignalOperator):
     :param channel: how the signal travels: ``api`` (the control API), ``source`` (a row in the
         instance's signal table, over ``source_conn_id``) or ``kafka`` (its signal topic).
     :param source_conn_id: the source database's connection, for ``channel="source"``.
+    :param kafka_conn_id: for ``channel="kafka"`` on a secured cluster: a ``kafka`` connection
+        whose extra holds the client settings (``sasl.password``, ...) the instance's API leaves out.
     :param acceptance_timeout: seconds to wait for the instance's first answer (0: do not wait).
     :return: (XCom) the signal id, which the snapshot's notifications carry.
     """
@@ -198,10 +202,10 @@ class CdcSnapshotOperator(_SignalOperator):
     def execute(self, context: Context) -> str:
         data = self.signal_data()
         config: Mapping[str, Any] = {}
-        with contextlib.suppress(CdcError):  # only for a warning and lineage: never fails the task
-            config = self.hook.running_config()
-        self._warn_twice_read(config, data)
         with self.failures(f"snapshot of {', '.join(data['data-collections'])}"):
+            with contextlib.suppress(CdcError):  # only for a warning and lineage: never fails the task
+                config = self.hook.running_config()
+            self._warn_twice_read(config, data)
             signal_id = self.send_and_await(EXECUTE, data, lambda n, sid: n.id == sid)
         self.signal_id = signal_id  # for the snapshot link
         if config:
@@ -239,6 +243,8 @@ class CdcSnapshotControlOperator(_SignalOperator):
     :param tables: with ``stop``: only these tables leave the snapshot (templated); none: all.
     :param channel: ``api``, ``source`` or ``kafka`` (see ``CdcSnapshotOperator``).
     :param source_conn_id: the source database's connection, for ``channel="source"``.
+    :param kafka_conn_id: for ``channel="kafka"`` on a secured cluster: a ``kafka`` connection
+        whose extra holds the client settings (``sasl.password``, ...) the instance's API leaves out.
     :param acceptance_timeout: seconds to wait for the instance's answer (0: do not wait).
     :return: (XCom) the signal id.
     """

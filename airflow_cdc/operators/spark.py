@@ -16,6 +16,7 @@ checkpoint fails in a second with its cause as the first line, not after start-u
 
 from __future__ import annotations
 
+import json
 import os
 import sys
 from collections.abc import Mapping, Sequence
@@ -86,6 +87,9 @@ class CdcSparkApplyOperator(BaseOperator):
     :param topic_pattern: a regex of topics instead of ``topics`` (Kafka only).
     :param bootstrap_servers: the Kafka brokers.
     :param changelog_dir: the engine's ``sink.changelog.dir``.
+    :param kafka_conn_id: an Airflow ``kafka`` connection whose extra holds Kafka client settings
+        (``sasl.password``, ...) over the instance's sink settings, which its API gives without
+        passwords; the job gets them in its environment, never on its command line.
     :param target_conn_id: a ``postgres`` or ``mysql`` connection to write to.
     :param target_url: instead of a connection: ``delta:PATH`` or ``parquet:PATH``.
     :param table_map: source table → target table (default: the same ``schema.table``).
@@ -153,6 +157,7 @@ class CdcSparkApplyOperator(BaseOperator):
         topic_pattern: str | None = None,
         bootstrap_servers: str | None = None,
         changelog_dir: str | None = None,
+        kafka_conn_id: str | None = None,
         target_conn_id: str | None = None,
         target_url: str | None = None,
         table_map: Mapping[str, str] | None = None,
@@ -195,6 +200,9 @@ class CdcSparkApplyOperator(BaseOperator):
         self.topic_pattern = topic_pattern
         self.bootstrap_servers = bootstrap_servers
         self.changelog_dir = changelog_dir
+        self.kafka_conn_id = kafka_conn_id
+        #: Kafka client settings of the instance's sink (no secret: its API leaves them out).
+        self.kafka_options: dict[str, str] = {}
         self.target_conn_id = target_conn_id
         self.target_url = target_url
         self.table_map = dict(table_map or {})
@@ -240,6 +248,7 @@ class CdcSparkApplyOperator(BaseOperator):
         self.topics = self.topics or derived["topics"]
         self.bootstrap_servers = self.bootstrap_servers or derived.get("bootstrap_servers")
         self.changelog_dir = self.changelog_dir or derived.get("changelog_dir")
+        self.kafka_options = {str(k): str(v) for k, v in (derived.get("kafka_options") or {}).items()}
         self.settings = {**derived["settings"], **self.settings}
 
     def job_args(self, checkpoint: str) -> list[str]:
@@ -258,7 +267,15 @@ class CdcSparkApplyOperator(BaseOperator):
         args += [part for s, t in self.table_map.items() for part in ("--table-map", f"{s}={t}")]
         args += [part for g in self.lane_groups for part in ("--lane-group", ",".join(g))]
         args += [part for k, v in self.settings.items() for part in ("--setting", f"{k}={v}")]
+        args += [part for k, v in self.kafka_options.items() for part in ("--kafka-option", f"{k}={v}")]
         return args
+
+    def kafka_secrets(self) -> dict[str, str]:
+        """The ``kafka_conn_id`` connection's client settings, for the job's environment."""
+        if not self.kafka_conn_id:
+            return {}
+        extra = BaseHook.get_connection(self.kafka_conn_id).extra_dejson
+        return {str(k): str(v) for k, v in extra.items()}
 
     def connection_master(self) -> str:
         """The master of the ``spark`` connection (``host``, with ``port`` for ``spark://``),
@@ -288,6 +305,7 @@ class CdcSparkApplyOperator(BaseOperator):
         return [*(connector_jars() if needs else []), *self.jars]
 
     def execute(self, context: Context) -> dict[str, Any]:
+        from airflow_cdc.spark.apply import KAFKA_OPTIONS_ENV
         from airflow_cdc.spark.cluster import SparkMasterError, SparkMasterUnreachable, storage_warnings
         from airflow_cdc.spark.submit import Follower, SparkJobError, SparkSubmit
 
@@ -313,6 +331,7 @@ class CdcSparkApplyOperator(BaseOperator):
             ship_package=self.ship_package,
             target_url=target,
             python=self.python or sys.executable,
+            env={KAFKA_OPTIONS_ENV: json.dumps(secrets)} if (secrets := self.kafka_secrets()) else {},
         )
         self.log.info("spark-submit: master %s, checkpoint %s", self.master, checkpoint)
         for warning in storage_warnings(self.master, checkpoint, target):

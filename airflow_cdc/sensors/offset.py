@@ -69,16 +69,17 @@ class CdcConsumerLagSensor(CdcBaseSensor):
     consumed what was captured.
 
     The topics are the instance's (every topic named ``<topic.prefix>.*``) unless ``topics``
-    names them; the brokers are the instance's Kafka sink's unless ``kafka_conn_id`` gives a
-    connection of type ``kafka`` (its extra: ``bootstrap.servers`` and any client settings,
-    SASL and TLS included - the instance's API does not hand out passwords). The group's lag is
+    names them; the brokers and their security settings are the instance's Kafka sink's. The
+    instance's API does not hand out passwords: a ``kafka_conn_id`` connection of type ``kafka``
+    adds them (its extra, e.g. ``{"sasl.password": ...}``, over the sink's settings), or replaces
+    the sink's settings altogether when it names ``bootstrap.servers``. The group's lag is
     measured with kafka-python, in a thread: the triggerer's event loop never blocks.
 
     :param cdc_conn_id: the instance's connection (type ``cdc_engine``).
     :param group_id: the consumer group (templated).
     :param max_lag: records the group may still have to read, over all partitions.
     :param topics: the topics to measure (templated; default: the instance's).
-    :param kafka_conn_id: a ``kafka`` connection, when the sink's settings do not reach the brokers.
+    :param kafka_conn_id: a ``kafka`` connection: the password the sink's settings lack, or other brokers.
     :param deferrable: wait in the triggerer (default True); False pokes.
     :return: (XCom) ``{"group_id", "total", "partitions"}``: the lag per ``topic:partition``.
     """

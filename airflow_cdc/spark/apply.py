@@ -25,12 +25,16 @@ from collections.abc import Callable, Iterable, Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
+from airflow_cdc.engine.kafka_settings import security_settings
 from airflow_cdc.spark.reading import SOURCES, SourceOptions
 
 RESULT_MARKER = "CDC_APPLY_RESULT "
 #: The target's address comes from here when not on the command line, so a password never
 #: shows in ``ps`` (the operator sets it from an Airflow connection).
 TARGET_URL_ENV = "CDC_APPLY_TARGET_URL"
+#: Kafka client settings (a JSON object, Java/librdkafka names: ``sasl.password``, ...) that the
+#: ``--kafka-option`` flags would show in ``ps``; the flags win.
+KAFKA_OPTIONS_ENV = "CDC_APPLY_KAFKA_OPTIONS"
 
 
 @dataclass
@@ -119,7 +123,7 @@ def parse_args(argv: Sequence[str]) -> ApplyJob:
         changelog_dir=args.changelog_dir,
         starting_offsets=args.starting_offsets,
         max_records_per_batch=args.max_records_per_batch,
-        kafka=_pairs(args.kafka_option, "--kafka-option"),
+        kafka={**_env_kafka_options(), **_pairs(args.kafka_option, "--kafka-option")},
     )
     return ApplyJob(
         source=source,
@@ -134,6 +138,19 @@ def parse_args(argv: Sequence[str]) -> ApplyJob:
         processing_time=args.processing_time,
         app_name=args.app_name,
     )
+
+
+def _env_kafka_options() -> dict[str, str]:
+    text = os.environ.get(KAFKA_OPTIONS_ENV)
+    if not text:
+        return {}
+    try:
+        options = json.loads(text)
+    except ValueError as exc:
+        raise SystemExit(f"{KAFKA_OPTIONS_ENV} is not JSON: {exc}") from None
+    if not isinstance(options, dict):
+        raise SystemExit(f"{KAFKA_OPTIONS_ENV} must be a JSON object of Kafka client settings")
+    return {str(k): str(v) for k, v in options.items()}
 
 
 def batch_writer(job: ApplyJob, totals: Totals) -> Callable[[Any, int], None]:
@@ -299,6 +316,9 @@ def inputs_from_engine_config(config: dict[str, Any], tables: Sequence[str] = ()
     if str(config.get("sink.type") or "changelog") == "kafka":
         out["source"] = "kafka"
         out["bootstrap_servers"] = config.get("sink.kafka.producer.bootstrap.servers")
+        # The sink's security settings; its API leaves the passwords out, which the job then
+        # takes from KAFKA_OPTIONS_ENV (or --kafka-option).
+        out["kafka_options"] = security_settings(config, "sink.kafka.producer.")
     else:
         out["source"] = "changelog"
         out["changelog_dir"] = config.get("sink.changelog.dir")

@@ -20,6 +20,7 @@ from pyspark.sql import DataFrame, SparkSession
 from pyspark.sql import functions as F
 
 from airflow_cdc.engine.errors import ConfigError, ConfigProblem
+from airflow_cdc.engine.kafka_settings import java_client_settings
 
 SOURCES = ("kafka", "kafka-python", "changelog")
 _CHANGELOG_LINE = "topic string, key string, value string, seq long, ts_ms long"
@@ -43,7 +44,8 @@ class SourceOptions:
     changelog_dir: str | None = None
     starting_offsets: str = "earliest"
     max_records_per_batch: int | None = None
-    #: Further ``kafka.*`` client settings (security.protocol, sasl.*, ...).
+    #: Further ``kafka.*`` client settings (security.protocol, sasl.*, ssl.*, ...), by the names
+    #: the engine's sink takes (Java's or librdkafka's): both Kafka sources read them.
     kafka: Mapping[str, str] = field(default_factory=dict)
 
     def check(self) -> None:
@@ -91,8 +93,11 @@ def _kafka(spark: SparkSession, options: SourceOptions) -> DataFrame:
     reader = reader.option("startingOffsets", options.starting_offsets)
     if options.max_records_per_batch:
         reader = reader.option("maxOffsetsPerTrigger", str(options.max_records_per_batch))
-    for key, value in options.kafka.items():
-        reader = reader.option(key if key.startswith("kafka.") else f"kafka.{key}", value)
+    client = {key.removeprefix("kafka."): value for key, value in options.kafka.items()}
+    if options.kind == "kafka":  # the JVM client: librdkafka's SASL and CA names in Java's
+        client = java_client_settings(client)
+    for key, value in client.items():
+        reader = reader.option(f"kafka.{key}", value)
     frame = reader.load()
     return frame.select(
         "topic",

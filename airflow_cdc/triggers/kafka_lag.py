@@ -14,38 +14,26 @@ from dataclasses import dataclass
 from typing import Any
 
 from airflow_cdc.engine.errors import ConfigError, ConfigProblem
+from airflow_cdc.engine.kafka_settings import kafka_python_config, open_client
 
-#: Client settings of the Kafka provider's connection extras (librdkafka names) that kafka-python
-#: spells differently; the others become kafka-python names by replacing dots with underscores.
-_RENAMED = {
-    "sasl.mechanisms": "sasl_mechanism",
-    "sasl.username": "sasl_plain_username",
-    "sasl.password": "sasl_plain_password",
-    "ssl.ca.location": "ssl_cafile",
-    "ssl.certificate.location": "ssl_certfile",
-    "ssl.key.location": "ssl_keyfile",
-    "ssl.key.password": "ssl_password",
-}
 #: Settings that only make sense for a producer or a consumer of data, not for an admin client.
 _IGNORED = frozenset({"group.id", "acks", "linger.ms", "compression.type", "enable.auto.commit", "auto.offset.reset"})
 
 
-def client_settings(settings: Mapping[str, Any], prefix: str = "") -> dict[str, Any]:
+def client_settings(
+    settings: Mapping[str, Any], prefix: str = "", *, overrides: Mapping[str, Any] | None = None
+) -> dict[str, Any]:
     """kafka-python admin-client keyword arguments from Java/librdkafka-style settings (those
-    under ``prefix`` when one is given: ``sink.kafka.producer.`` of an instance's config)."""
+    under ``prefix`` when one is given: ``sink.kafka.producer.`` of an instance's config), with
+    ``overrides`` (unprefixed: a ``kafka`` connection's extra) over them. The instance's API
+    leaves its passwords out, so a SASL password comes from such a connection. One translation
+    for every client of the package: ``airflow_cdc.engine.kafka_settings``."""
     from kafka import KafkaAdminClient
 
-    known = KafkaAdminClient.DEFAULT_CONFIG
-    out: dict[str, Any] = {}
-    for key, value in settings.items():
-        if not key.startswith(prefix):
-            continue
-        name = key[len(prefix) :]
-        if name in _IGNORED:
-            continue
-        arg = _RENAMED.get(name, name.replace(".", "_"))
-        if arg in known:
-            out[arg] = _coerce(value, known[arg])
+    named = {k[len(prefix) :]: v for k, v in settings.items() if k.startswith(prefix)}
+    named.update(overrides or {})
+    wanted = {k: v for k, v in named.items() if k not in _IGNORED}
+    out = kafka_python_config(wanted, KafkaAdminClient.DEFAULT_CONFIG, strict=False)
     if not out.get("bootstrap_servers"):
         raise ConfigError(
             [
@@ -58,16 +46,6 @@ def client_settings(settings: Mapping[str, Any], prefix: str = "") -> dict[str, 
             ]
         )
     return out
-
-
-def _coerce(value: Any, default: Any) -> Any:
-    if not isinstance(value, str):
-        return value
-    if isinstance(default, bool):
-        return value.strip().lower() in ("true", "1", "yes")
-    if isinstance(default, int) and value.strip().lstrip("-").isdigit():
-        return int(value)
-    return value
 
 
 @dataclass(frozen=True)
@@ -148,7 +126,8 @@ class ConsumerLag:
         if self._admin is None:
             from kafka import KafkaAdminClient
 
-            self._admin = KafkaAdminClient(**{"client_id": "airflow-cdc-lag", **self.settings})
+            kwargs = {"client_id": "airflow-cdc-lag", **self.settings}
+            self._admin = open_client(KafkaAdminClient, kwargs, setting_prefix="kafka_conn_id's extra ")
         return self._admin
 
     def close(self) -> None:

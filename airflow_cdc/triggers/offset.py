@@ -103,7 +103,8 @@ class CdcConsumerLagTrigger(CdcEngineTrigger):
     :param max_lag: records the group may still have to read.
     :param topics: the topics (default: every topic of the instance, ``<topic.prefix>.*``).
     :param kafka_conn_id: an Airflow connection of type ``kafka`` (its extra holds the client
-        settings: ``bootstrap.servers``, ``security.protocol``, ``sasl.*``); resolved in ``run()``.
+        settings: ``bootstrap.servers``, ``security.protocol``, ``sasl.*``, over the sink's; at
+        least ``sasl.password``, which the instance's API does not hand out); resolved in ``run()``.
     """
 
     def __init__(
@@ -156,12 +157,15 @@ class CdcConsumerLagTrigger(CdcEngineTrigger):
 
     async def _consumer_lag(self, client: AsyncEngineClient) -> ConsumerLag:
         config = (await client.connector((await client.status()).name)).get("config") or {}
-        if self.kafka_conn_id:
-            conn = await BaseHook.aget_connection(self.kafka_conn_id)
-            settings = client_settings(conn.extra_dejson)
-        elif isinstance(client, AsyncConnectorEngineClient) and client.kafka_options.get("bootstrap_servers"):
+        if isinstance(client, AsyncConnectorEngineClient) and client.kafka_options.get("bootstrap_servers"):
             # A connector on Kafka Connect writes to the cluster its kafka_connect connection names.
             settings = dict(client.kafka_options)
+        elif self.kafka_conn_id:
+            # A connection naming brokers stands alone (another cluster); one without them adds
+            # to the sink's settings what the instance's API leaves out (sasl.password).
+            extra = (await BaseHook.aget_connection(self.kafka_conn_id)).extra_dejson
+            sink = {} if extra.get("bootstrap.servers") else config
+            settings = client_settings(sink, SINK_PREFIX, overrides=extra)
         else:
             settings = client_settings(config, SINK_PREFIX)
         notifications = str(config.get("notification.sink.topic.name") or "")

@@ -64,3 +64,16 @@ def test_modes_skipped_operations_and_messages():
     messages = task.message_filter()
     assert messages.topic == "shop.message"
     assert messages.emitted("orders") and not messages.emitted("audit-log")
+
+
+def test_debeziums_tls_settings_reach_libpq() -> None:
+    tls = {"database.sslmode": "verify-full", "database.sslrootcert": "/ca.pem", "database.sslcert": "/c.crt"}
+    (task,) = task_configs(**{"database.dbname": "orders", **tls, "database.sslkey": "/c.key"})
+    params = psycopg.conninfo.conninfo_to_dict(task.conninfo)
+    assert {k: params.get(k) for k in ("sslmode", "sslrootcert", "sslcert", "sslkey", "sslpassword")} == {
+        "sslmode": "verify-full",
+        "sslrootcert": "/ca.pem",
+        "sslcert": "/c.crt",
+        "sslkey": "/c.key",
+        "sslpassword": None,
+    }

@@ -87,3 +87,37 @@ def test_delete_removes_one_partition_and_is_a_no_op_for_an_unknown_one(tmp_path
     reopened = open_store()
     assert reopened.read({"p": 1}) is None
     assert reopened.entries() == [({"p": 2}, {"seq": 2})]
+
+
+def test_a_postgresql_jdbc_url_takes_pgjdbcs_tls_parameters():
+    from airflow_cdc.engine.storage.jdbc import parse_jdbc_url
+
+    url = parse_jdbc_url(
+        "jdbc:postgresql://db:5432/cdc?sslmode=verify-full&sslrootcert=/ca.pem&sslcert=/c.crt&sslkey=/c.key"
+    )
+    assert url.sslmode == "verify-full"
+    assert dict(url.tls) == {"sslrootcert": "/ca.pem", "sslcert": "/c.crt", "sslkey": "/c.key"}
+    with pytest.raises(ValueError, match="sslcert"):
+        parse_jdbc_url("jdbc:mysql://db:3306/cdc?sslcert=/c.crt")
+
+
+def test_debeziums_mysql_ssl_settings_as_pymysql_arguments():
+    from airflow_cdc.engine.mysql_client import REQUIRE_TLS, tls_params
+
+    assert tls_params({}) == {}
+    assert tls_params({"database.ssl.mode": "disabled"}) == {"ssl_disabled": True}
+    assert tls_params({"database.ssl.mode": "required"}) == {
+        "ssl": {"check_hostname": False, "verify_mode": False},
+        REQUIRE_TLS: True,
+    }
+    assert tls_params(
+        {
+            "database.ssl.mode": "verify_identity",
+            "database.ssl.truststore": "/ca.pem",
+            "database.ssl.keystore": "/client.pem",
+            "database.ssl.keystore.password": "kp",
+        }
+    ) == {
+        "ssl": {"check_hostname": True, "verify_mode": True, "ca": "/ca.pem", "cert": "/client.pem", "password": "kp"},
+        REQUIRE_TLS: True,
+    }

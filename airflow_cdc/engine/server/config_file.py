@@ -23,7 +23,7 @@ PREFIXES = (("debezium.source.", ""), ("debezium.sink.", "sink."), ("debezium.",
 
 def load_config_file(path: str | Path) -> dict[str, Any]:
     """The flat configuration in ``path`` (``.yaml``/``.yml``, else Java properties)."""
-    path = Path(path)
+    path = Path(path).expanduser()  # "~/shop.yaml" in a connection's extra, as a shell would read it
     try:
         text = path.read_bytes()
     except OSError as exc:

@@ -27,8 +27,11 @@ from typing import Any
 import orjson
 
 from airflow_cdc.engine.config import Field
+from airflow_cdc.engine.kafka_settings import kafka_python_config, open_client, security_fields, security_settings
 from airflow_cdc.engine.signals.signal import Signal, SignalError, parse_signal
 
+#: Debezium's pass-through prefix for the Kafka signal channel's consumer.
+CONSUMER_PREFIX = "signal.consumer."
 log = logging.getLogger(__name__)
 
 
@@ -242,26 +245,39 @@ class FileChannel(SignalChannel):
 class KafkaChannel(SignalChannel):
     name = "kafka"
 
-    def __init__(self, bootstrap_servers: str, topic: str, key: str, group_id: str = "kafka-signal") -> None:
+    def __init__(
+        self,
+        bootstrap_servers: str,
+        topic: str,
+        key: str,
+        group_id: str = "kafka-signal",
+        security: Mapping[str, Any] | None = None,
+    ) -> None:
         from kafka import KafkaConsumer, TopicPartition
+        from kafka.admin import KafkaAdminClient, NewTopic
 
         self.topic, self.key = topic, key
+        # Debezium's signal.consumer.* (security.protocol, sasl.*, ssl.*), for both clients.
+        client = {"bootstrap_servers": bootstrap_servers}
+        client |= kafka_python_config(security or {}, KafkaAdminClient.DEFAULT_CONFIG, prefix=CONSUMER_PREFIX)
         # Partitions are assigned, not negotiated in a group: a group join takes seconds and
         # signals sent meanwhile would be skipped. Reading starts at the end when the channel
         # opens (committed to group_id, as Debezium's channel does, so a restart goes on there).
-        self._consumer = KafkaConsumer(
-            bootstrap_servers=bootstrap_servers,
-            group_id=group_id,
-            enable_auto_commit=True,
-            auto_offset_reset="latest",
-            # The Java client's default; kafka-python's 30 s outlasts a broker restart.
-            reconnect_backoff_max_ms=1000,
+        self._consumer = open_client(
+            KafkaConsumer,
+            {
+                **client,
+                "group_id": group_id,
+                "enable_auto_commit": True,
+                "auto_offset_reset": "latest",
+                # The Java client's default; kafka-python's 30 s outlasts a broker restart.
+                "reconnect_backoff_max_ms": 1000,
+            },
+            setting_prefix=CONSUMER_PREFIX,
         )
         partitions = self._consumer.partitions_for_topic(topic) or set()
         if not partitions:
-            from kafka.admin import KafkaAdminClient, NewTopic
-
-            admin = KafkaAdminClient(bootstrap_servers=bootstrap_servers)
+            admin = KafkaAdminClient(**client)
             try:
                 admin.create_topics([NewTopic(topic, 1, -1)])
             except Exception as exc:  # created meanwhile by someone else
@@ -303,6 +319,8 @@ SIGNAL_FIELDS = (
     Field("signal.kafka.topic", default="", doc="The Kafka channel's topic (record key = topic.prefix)."),
     Field("signal.kafka.bootstrap.servers", default=""),
     Field("signal.kafka.groupId", default="kafka-signal"),
+    # Debezium passes signal.consumer.* to the channel's consumer; the security ones are read here.
+    *security_fields(CONSUMER_PREFIX, "The Kafka signal channel"),
 )
 
 
@@ -321,5 +339,6 @@ def configured_channels(settings: Mapping[str, Any]) -> tuple[bool, dict[str, Ca
             settings["topic.prefix"],
             settings["signal.kafka.groupId"],
         )
-        channels[f"kafka:{servers}/{topic}/{key}/{group}"] = lambda: KafkaChannel(servers, topic, key, group)
+        security = {CONSUMER_PREFIX + k: v for k, v in security_settings(settings, CONSUMER_PREFIX).items()}
+        channels[f"kafka:{servers}/{topic}/{key}/{group}"] = lambda: KafkaChannel(servers, topic, key, group, security)
     return "api" in enabled, channels

@@ -60,7 +60,8 @@ KAFKA_SINK_CONFIG = ConfigDef(
         Field(
             "sink.kafka.producer.bootstrap.servers",
             doc="The Kafka brokers, host:port[,host:port...]. Every sink.kafka.producer.* key is "
-            "passed to the producer (Java names, e.g. compression.type=lz4, linger.ms=20).",
+            "passed to the producer (Java names, e.g. compression.type=lz4, linger.ms=20); its "
+            "security.protocol, sasl.* and ssl.* keys to the topic-creating admin client too.",
             fix="set sink.kafka.producer.bootstrap.servers, e.g. sink.kafka.producer.bootstrap.servers=localhost:9092",
         ),
         Field(

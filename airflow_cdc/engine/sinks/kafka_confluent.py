@@ -215,18 +215,33 @@ class ConfluentClient(ProducerClient[_ReportPending]):
         self._sent_at = 0.0  # when a sender last finished a batch (time.monotonic)
 
     def new_producer(self) -> Producer:
+        refused: list[Any] = []  # librdkafka's login and TLS failures, from its error callback
+
+        def on_error(error: Any) -> None:
+            if error.code() in (KafkaError._AUTHENTICATION, KafkaError._SSL):
+                refused.append(error)
+            _on_client_error(error)
+
         try:
-            producer = Producer({**self.config, "error_cb": _on_client_error, "logger": librdkafka_log})
+            producer = Producer({**self.config, "error_cb": on_error, "logger": librdkafka_log})
         except KafkaException as exc:
             if exc.args[0].code() == KafkaError._INVALID_ARG:
                 raise _config_error(exc.args[0], self.config) from exc
             raise RetriableError(f"cannot create a Kafka producer: {exc}") from exc
-        try:
-            producer.list_topics(timeout=self.CONNECT_TIMEOUT_S)
-        except KafkaException as exc:
-            self.close_producer(producer)
-            raise RetriableError(f"cannot connect to Kafka at {self.bootstrap_servers}: {exc}") from exc
-        return producer
+        deadline = time.monotonic() + self.CONNECT_TIMEOUT_S
+        while True:
+            # In short slices: the error callback runs only in poll(), and a refused login
+            # must fail at once (no retry mends a wrong password), not after the timeout.
+            try:
+                producer.list_topics(timeout=1.0)
+                return producer
+            except KafkaException as exc:
+                producer.poll(0)
+                if refused or time.monotonic() > deadline:
+                    self.close_producer(producer)
+                    if refused:
+                        raise _refusal_error(refused[0], self.bootstrap_servers) from exc
+                    raise RetriableError(f"cannot connect to Kafka at {self.bootstrap_servers}: {exc}") from exc
 
     def pending(self, committer: RecordCommitter, records: list[SerializedRecord]) -> _ReportPending:
         return _ReportPending(committer, records)
@@ -292,6 +307,18 @@ class ConfluentClient(ProducerClient[_ReportPending]):
         except KafkaException as exc:
             if exc.args[0].code() != KafkaError.TOPIC_ALREADY_EXISTS:
                 raise
+
+
+def _refusal_error(error: Any, servers: str) -> ConfigError:
+    """A refused SASL login or TLS handshake, naming the setting to check."""
+    if "SASL" in error.str():
+        names = ("sasl.username", "sasl.password", "sasl.mechanism")
+        key, fix = "sasl.password", "check " + ", ".join(PRODUCER_PREFIX + name for name in names)
+        problem = f"the brokers at {servers} refused the SASL login ({error.str()})"
+    else:
+        key, fix = "ssl.ca.location", f"set {PRODUCER_PREFIX}ssl.ca.location to the PEM file of the brokers' CA"
+        problem = f"the TLS handshake with the brokers at {servers} failed ({error.str()})"
+    return ConfigError([ConfigProblem(PRODUCER_PREFIX + key, problem, fix)])
 
 
 def _on_client_error(error: Any) -> None:

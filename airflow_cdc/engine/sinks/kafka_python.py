@@ -15,7 +15,8 @@ from kafka import KafkaAdminClient, KafkaProducer
 from kafka.admin import NewTopic
 from kafka.errors import KafkaError, TopicAlreadyExistsError
 
-from airflow_cdc.engine.errors import ConfigError, ConfigProblem, RetriableError
+from airflow_cdc.engine.errors import RetriableError
+from airflow_cdc.engine.kafka_settings import kafka_python_config, open_client, security_settings
 from airflow_cdc.engine.processing import RecordCommitter
 from airflow_cdc.engine.records import SerializedRecord
 from airflow_cdc.engine.sinks.kafka_client import Pending, ProducerClient, Topics
@@ -35,37 +36,20 @@ PRODUCER_DEFAULTS: dict[str, Any] = {
 
 
 def producer_settings(settings: Mapping[str, Any]) -> dict[str, Any]:
-    """``sink.kafka.producer.*`` (Java-style names) as kafka-python keyword arguments."""
-    known = KafkaProducer.DEFAULT_CONFIG
+    """``sink.kafka.producer.*`` (Java/librdkafka names, as the confluent client takes them) as
+    kafka-python keyword arguments (``engine/kafka_settings.py``)."""
     out: dict[str, Any] = dict(PRODUCER_DEFAULTS)
-    problems = []
-    for key, raw in settings.items():
-        if not key.startswith(PRODUCER_PREFIX):
-            continue
-        name = key[len(PRODUCER_PREFIX) :].replace(".", "_")
-        if name not in known:
-            problems.append(ConfigProblem(key, "is not a kafka-python producer setting", "remove it or fix its name"))
-            continue
-        out[name] = _coerce(raw, known[name])
-    if problems:
-        raise ConfigError(problems)
+    out.update(kafka_python_config(settings, KafkaProducer.DEFAULT_CONFIG, prefix=PRODUCER_PREFIX))
     if out.get("acks") in ("all", "-1", -1):
         out["acks"] = "all"
     return out
 
 
-def _coerce(raw: Any, default: Any) -> Any:
-    if not isinstance(raw, str):
-        return raw
-    if isinstance(default, bool):
-        return raw.strip().lower() == "true"
-    if isinstance(default, int):
-        with contextlib.suppress(ValueError):
-            return int(raw)
-    if isinstance(default, float):
-        with contextlib.suppress(ValueError):
-            return float(raw)
-    return raw
+def admin_settings(settings: Mapping[str, Any]) -> dict[str, Any]:
+    """The producer's brokers and security settings, for the admin client that creates topics."""
+    connection = {"bootstrap.servers": settings.get(PRODUCER_PREFIX + "bootstrap.servers")}
+    connection |= security_settings(settings, PRODUCER_PREFIX)
+    return kafka_python_config(connection, KafkaAdminClient.DEFAULT_CONFIG)
 
 
 #: What to change when Kafka refuses a record for good.
@@ -119,11 +103,13 @@ class KafkaPythonClient(ProducerClient[_FuturePending]):
 
     def __init__(self, settings: Mapping[str, Any]) -> None:
         self.kwargs = producer_settings(settings)
+        self.admin_kwargs = admin_settings(settings)
         self.bootstrap_servers = str(self.kwargs.get("bootstrap_servers"))
 
     def new_producer(self) -> KafkaProducer:
         try:
-            return KafkaProducer(**self.kwargs)
+            # A refused login raises ConfigError: sending again cannot mend a wrong password.
+            return open_client(KafkaProducer, self.kwargs, setting_prefix=PRODUCER_PREFIX)
         except KafkaError as exc:
             raise RetriableError(f"cannot connect to Kafka at {self.bootstrap_servers}: {exc}") from exc
 
@@ -173,7 +159,7 @@ class KafkaPythonClient(ProducerClient[_FuturePending]):
         producer.close(timeout=0)
 
     def create_topic(self, topic: str, partitions: int, replication_factor: int) -> None:
-        admin = KafkaAdminClient(bootstrap_servers=self.kwargs["bootstrap_servers"])
+        admin = open_client(KafkaAdminClient, self.admin_kwargs, setting_prefix=PRODUCER_PREFIX)
         try:
             admin.create_topics([NewTopic(topic, partitions, replication_factor)])
         except TopicAlreadyExistsError:

@@ -35,11 +35,13 @@ def build_offset_store(engine_name: str, settings: Mapping[str, Any]) -> OffsetS
     if kind == "memory":
         return MemoryOffsetStore(engine_name)
     if kind == "kafka":
+        from airflow_cdc.engine.kafka_settings import security_settings
         from airflow_cdc.engine.storage.kafka import KafkaOffsetStore
 
         return KafkaOffsetStore(
             engine_name,
             bootstrap_servers=settings["bootstrap.servers"],
+            security=security_settings(settings),
             topic=settings["offset.storage.topic"],
             partitions=settings["offset.storage.partitions"],
             replication_factor=settings["offset.storage.replication.factor"],

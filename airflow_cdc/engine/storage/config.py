@@ -1,6 +1,7 @@
 """The ``offset.storage*`` configuration: fields, key aliases, and the checks that need several keys.
 
-Names are Kafka Connect's (``bootstrap.servers``, ``offset.storage.topic``, ...) and Debezium's
+Names are Kafka Connect's (``bootstrap.servers``, ``offset.storage.topic``, the worker's
+``security.protocol``, ``sasl.*`` and ``ssl.*``, ...) and Debezium's
 (``offset.storage.jdbc.*``). Debezium 3 renamed some JDBC keys (``offset.storage.jdbc.url`` became
 ``offset.storage.jdbc.connection.url``, ...) and still accepts the old ones; both spellings are
 accepted here, so a configuration moves to either Debezium version unchanged.
@@ -13,6 +14,7 @@ from typing import Any
 
 from airflow_cdc.engine.config import ConfigDef, Field
 from airflow_cdc.engine.errors import ConfigProblem
+from airflow_cdc.engine.kafka_settings import security_fields
 from airflow_cdc.engine.storage.jdbc import DEFAULT_TABLE_NAME, TABLE_NAME, parse_jdbc_url
 
 OFFSET_STORAGE_ALIASES = {
@@ -76,6 +78,9 @@ OFFSET_STORAGE_CONFIG = ConfigDef(
             minimum=1,
             doc="How long the Kafka offset store waits for the broker: bootstrap and each request.",
         ),
+        # The worker-level client security of Kafka Connect (security.protocol, sasl.*, ssl.*),
+        # which its KafkaOffsetBackingStore uses: the same keys move to a Connect worker.
+        *security_fields("", "offset.storage=kafka"),
         # -- offset.storage=jdbc (Debezium's JdbcOffsetBackingStore keys) ----------------------
         Field(
             "offset.storage.jdbc.url",

@@ -56,7 +56,9 @@ TABLE_NAME = re.compile(r"^[A-Za-z_][A-Za-z0-9_$]*(\.[A-Za-z_][A-Za-z0-9_$]*)?$"
 IO_TIMEOUT_S = 30
 _DEFAULT_PORTS = {"postgresql": 5432, "mysql": 3306}
 _SCHEMES = {"postgresql": "postgresql", "mysql": "mysql", "mariadb": "mysql"}
-_QUERY_PARAMS = {"postgresql": {"user", "password", "sslmode"}, "mysql": {"user", "password"}}
+#: pgjdbc's TLS parameters, which are libpq's of the same names.
+_PG_TLS = ("sslmode", "sslrootcert", "sslcert", "sslkey", "sslpassword")
+_QUERY_PARAMS = {"postgresql": {"user", "password", *_PG_TLS}, "mysql": {"user", "password"}}
 
 
 @dataclass(frozen=True)
@@ -70,6 +72,8 @@ class JdbcUrl:
     user: str = ""
     password: str = field(default="", repr=False)
     sslmode: str = ""
+    #: The other TLS parameters of a PostgreSQL URL (sslrootcert, sslcert, sslkey, sslpassword).
+    tls: Mapping[str, str] = field(default_factory=dict, repr=False)
 
     @property
     def where(self) -> str:
@@ -108,6 +112,7 @@ def parse_jdbc_url(url: str) -> JdbcUrl:
         user=unquote(parts.username or "") or params.get("user", ""),
         password=unquote(parts.password or "") or params.get("password", ""),
         sslmode=params.get("sslmode", ""),
+        tls={k: params[k] for k in _PG_TLS[1:] if params.get(k)} if dialect == "postgresql" else {},
     )
 
 
@@ -148,6 +153,7 @@ class _Postgres(_Dialect):
             params["password"] = self.password
         if self.url.sslmode:
             params["sslmode"] = self.url.sslmode
+        params.update(self.url.tls)
         return self._psycopg.connect(autocommit=False, **params)
 
 

@@ -21,7 +21,7 @@ import contextlib
 import logging
 import threading
 import time
-from collections.abc import Iterable
+from collections.abc import Iterable, Mapping
 from typing import Any
 
 import orjson
@@ -30,6 +30,7 @@ from kafka.admin import NewTopic
 from kafka.errors import KafkaError, TopicAlreadyExistsError
 
 from airflow_cdc.engine.errors import OffsetError, RetriableError
+from airflow_cdc.engine.kafka_settings import kafka_python_config, open_client
 from airflow_cdc.engine.records import Offset, Partition
 from airflow_cdc.engine.storage.base import CachedOffsetStore, connect_key, encode_entries, parse_connect_key
 
@@ -50,7 +51,8 @@ def _close_quietly(producer: KafkaProducer, timeout: float) -> None:
 
 class KafkaOffsetStore(CachedOffsetStore):
     """``offset.storage=kafka``: ``bootstrap.servers``, ``offset.storage.topic``,
-    ``offset.storage.partitions``, ``offset.storage.replication.factor``."""
+    ``offset.storage.partitions``, ``offset.storage.replication.factor``; ``security``: the
+    worker-level ``security.protocol``, ``sasl.*`` and ``ssl.*`` settings (Java/librdkafka names)."""
 
     def __init__(
         self,
@@ -63,8 +65,12 @@ class KafkaOffsetStore(CachedOffsetStore):
         flush_timeout_ms: int = 5_000,
         request_timeout_ms: int = 30_000,
         start_timeout_ms: int = 60_000,
+        security: Mapping[str, Any] | None = None,
     ) -> None:
         super().__init__(engine_name)
+        # The admin client's settings are the ones every client here shares (checked now: a
+        # wrong key fails the configuration, not the first commit).
+        self._security = kafka_python_config(security or {}, KafkaAdminClient.DEFAULT_CONFIG)
         self.bootstrap_servers = bootstrap_servers
         self.topic = topic
         self.partitions = partitions
@@ -85,6 +91,7 @@ class KafkaOffsetStore(CachedOffsetStore):
             "request_timeout_ms": self.request_timeout_ms,
             "bootstrap_timeout_ms": self.request_timeout_ms,
             "reconnect_backoff_max_ms": _RECONNECT_BACKOFF_MAX_MS,
+            **self._security,
         }
 
     def _unreachable(self, what: str, exc: BaseException) -> RetriableError:
@@ -105,7 +112,9 @@ class KafkaOffsetStore(CachedOffsetStore):
         log.info("Kafka offset store: %d offset(s) of %r read from %r", len(data), self.engine_name, self.topic)
 
     def _create_topic(self) -> None:
-        admin = KafkaAdminClient(**self._client())
+        # The first client of a start: a refused login fails the start with ConfigError instead
+        # of being retried as an unreachable broker.
+        admin = open_client(KafkaAdminClient, self._client(), setting_prefix="")
         try:
             admin.create_topics(
                 [

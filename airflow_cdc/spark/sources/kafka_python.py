@@ -32,17 +32,21 @@ Options (names as in Spark's Kafka source where they overlap; case does not matt
 - ``kafka.group.id``: when given, the end offsets of each batch Spark has finished are committed
   to this consumer group, for lag monitoring (see :meth:`KafkaPythonStreamReader.commit`: they
   trail by one batch); the reads themselves never join the group.
-- ``kafka.<setting>``: any other kafka-python ``KafkaConsumer`` setting, in Kafka's dotted form:
-  ``kafka.security.protocol``, ``kafka.sasl.mechanism``, ``kafka.sasl.plain.username``,
-  ``kafka.sasl.plain.password``, ``kafka.sasl.kerberos.service.name``, ``kafka.ssl.cafile``,
-  ``kafka.ssl.certfile``, ``kafka.ssl.keyfile``, ``kafka.ssl.password``,
-  ``kafka.ssl.check.hostname``, ``kafka.client.id``, ``kafka.request.timeout.ms``,
-  ``kafka.bootstrap.timeout.ms``, ``kafka.fetch.max.bytes``, ``kafka.max.partition.fetch.bytes``,
-  ``kafka.check.crcs``, ``kafka.isolation.level``, ``kafka.api.version`` (``3.7``), ... Settings of
-  the Java client that kafka-python lacks (``kafka.sasl.jaas.config``, JKS trust and key stores)
-  and those this source owns (``kafka.auto.offset.reset``, ``kafka.enable.auto.commit``, the
-  deserializers) are refused with a :class:`~airflow_cdc.engine.errors.ConfigError` that says what
-  to use instead, rather than ignored.
+- ``kafka.<setting>``: any other Kafka client setting, by the Java client's or librdkafka's name
+  as Spark's own source and the engine's sink take them, translated to kafka-python by
+  :mod:`airflow_cdc.engine.kafka_settings`: ``kafka.security.protocol``, ``kafka.sasl.mechanism``,
+  ``kafka.sasl.jaas.config`` (PLAIN or SCRAM) or ``kafka.sasl.username`` / ``kafka.sasl.password``,
+  ``kafka.ssl.truststore.location`` with ``kafka.ssl.truststore.type=PEM`` or
+  ``kafka.ssl.ca.location``, ``kafka.ssl.keystore.location`` (PEM) or
+  ``kafka.ssl.certificate.location`` / ``kafka.ssl.key.location``,
+  ``kafka.ssl.endpoint.identification.algorithm``, ``kafka.client.id``,
+  ``kafka.request.timeout.ms``, ``kafka.fetch.max.bytes``, ``kafka.check.crcs``,
+  ``kafka.api.version`` (``3.7``), ...; kafka-python's own names (``kafka.sasl.plain.username``,
+  ``kafka.ssl.cafile``) too. What kafka-python cannot honour (JKS stores, Java classes) and the
+  settings this source owns (``kafka.auto.offset.reset``, ``kafka.enable.auto.commit``, the
+  deserializers) are refused with a :class:`~airflow_cdc.engine.errors.ConfigError` that says
+  what to use instead, rather than ignored. A refused login fails with a ``ConfigError`` naming
+  the option, not after the bootstrap timeout.
 
 Offsets are Spark's Kafka JSON, ``{"topic": {"0": 12, "1": 3}}``: the next offset to read per
 partition. Spark's checkpoint holds them; the source keeps nothing of its own.
@@ -99,6 +103,7 @@ from pyspark.sql.datasource import DataSource, DataSourceStreamReader, InputPart
 from pyspark.sql.types import StructType
 
 from airflow_cdc.engine.errors import CdcError, ConfigError, ConfigProblem, RetriableError
+from airflow_cdc.engine.kafka_settings import kafka_python_config, open_client
 from airflow_cdc.spark.frames import RAW_SCHEMA
 
 log = logging.getLogger(__name__)
@@ -143,29 +148,6 @@ _OWNED = {
     "value_deserializer": "values are always decoded as UTF-8 text",
     "allow_auto_create_topics": "the source never creates topics",
     "consumer_timeout_ms": "use kafkaConsumer.pollTimeoutMs",
-}
-#: Java client settings kafka-python has no equivalent of, and what to use instead.
-_JAVA_ONLY = {
-    "sasl.jaas.config": "kafka.sasl.plain.username and kafka.sasl.plain.password (or kafka.sasl.mechanism)",
-    "ssl.truststore.location": "kafka.ssl.cafile (a PEM file)",
-    "ssl.truststore.password": "kafka.ssl.cafile (a PEM file needs no password)",
-    "ssl.keystore.location": "kafka.ssl.certfile and kafka.ssl.keyfile (PEM files)",
-    "ssl.keystore.password": "kafka.ssl.password",
-    "ssl.key.password": "kafka.ssl.password",
-    "interceptor.classes": "nothing: kafka-python has no interceptors",
-}
-#: kafka-python settings whose default is None but whose value is a number.
-_INT_SETTINGS = {"receive_buffer_bytes", "send_buffer_bytes"}
-#: Settings that hold Python objects, not something an option string could give.
-_OBJECT_SETTINGS = {
-    "kafka_client",
-    "selector",
-    "partition_assignment_strategy",
-    "metric_reporters",
-    "default_offset_commit_callback",
-    "ssl_context",
-    "sasl_oauth_token_provider",
-    "socket_options",
 }
 
 
@@ -281,50 +263,14 @@ def _boolean(value: str, name: str, problems: list[ConfigProblem]) -> bool:
 
 
 def _client_settings(opts: Mapping[str, str], problems: list[ConfigProblem]) -> dict[str, Any]:
-    """kafka-python keyword arguments for the ``kafka.*`` options (dots become underscores)."""
-    client: dict[str, Any] = {}
-    for key, value in opts.items():
-        if not key.startswith("kafka.") or key in ("kafka.bootstrap.servers", "kafka.group.id"):
-            continue
-        problem = _client_setting(key, value, client)
-        if problem is not None:
-            problems.append(problem)
-    return client
-
-
-def _client_setting(key: str, value: str, client: dict[str, Any]) -> ConfigProblem | None:
-    setting = key.removeprefix("kafka.")
-    if setting in _JAVA_ONLY:
-        return ConfigProblem(key, "a Java client setting kafka-python does not have", f"use {_JAVA_ONLY[setting]}")
-    if setting == "ssl.endpoint.identification.algorithm":  # Java's way to say ssl.check.hostname
-        client["ssl_check_hostname"] = bool(value)
-        return None
-    name = setting.replace(".", "_")
-    if name in _OWNED:
-        return ConfigProblem(key, "set by this source", _OWNED[name])
-    if name not in KafkaConsumer.DEFAULT_CONFIG or name in _OBJECT_SETTINGS:
-        return ConfigProblem(key, "not a kafka-python consumer setting", "one the module docstring lists")
+    """kafka-python keyword arguments for the ``kafka.*`` options, through the package's one
+    translation of Kafka client settings (``airflow_cdc.engine.kafka_settings``)."""
+    client_opts = {k: v for k, v in opts.items() if k not in ("kafka.bootstrap.servers", "kafka.group.id")}
     try:
-        client[name] = _coerce(name, value)
-    except ValueError as exc:
-        return ConfigProblem(key, f"{value!r}: {exc}", "a value of the setting's type")
-    return None
-
-
-def _coerce(name: str, value: str) -> Any:
-    """An option string as the type kafka-python expects for ``name`` (that of its default)."""
-    default = KafkaConsumer.DEFAULT_CONFIG[name]
-    if isinstance(default, bool):
-        if value.lower() not in ("true", "false"):
-            raise ValueError("not true or false")
-        return value.lower() == "true"
-    if isinstance(default, int) or name in _INT_SETTINGS:
-        return int(value)
-    if isinstance(default, float):
-        return float(value)
-    if name == "api_version":
-        return tuple(int(part) for part in value.split("."))
-    return value
+        return kafka_python_config(client_opts, KafkaConsumer.DEFAULT_CONFIG, prefix="kafka.", owned=_OWNED)
+    except ConfigError as exc:
+        problems.extend(exc.problems)
+        return {}
 
 
 # --- offsets -------------------------------------------------------------------------------
@@ -376,7 +322,9 @@ def open_consumer(settings: SourceSettings, *, group: bool = False, **overrides:
         **settings.client,
     }
     try:
-        consumer = KafkaConsumer(**config)
+        # A refused login or certificate is a ConfigError naming the kafka.* option (one more
+        # connection when TLS or SASL is on), not an unreachable broker retried to the timeout.
+        consumer = open_client(KafkaConsumer, config, setting_prefix="kafka.")
     except KafkaError as exc:
         raise KafkaUnreachableError(
             f"cannot reach Kafka at kafka.bootstrap.servers={settings.bootstrap_servers!r} ({exc}); fix the "

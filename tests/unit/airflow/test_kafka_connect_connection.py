@@ -46,6 +46,29 @@ def test_the_connection_names_connects_url_the_connector_and_where_notifications
     assert named.instance == "other" and named.config_path is None
 
 
+def test_the_kafka_extra_gives_the_notification_readers_their_security_settings(
+    monkeypatch: pytest.MonkeyPatch, config_file: Path
+) -> None:
+    security = {"security.protocol": "SASL_SSL", "sasl.mechanism": "SCRAM-SHA-512", "sasl.username": "cdc"}
+    connect_connection(
+        monkeypatch, config_file, bootstrap_servers="kafka:9093", kafka={**security, "sasl.password": "pw"}
+    )
+    with CdcEngineHook("cdc_shop").get_client() as client:
+        assert client.kafka_options == {
+            "bootstrap_servers": "kafka:9093",
+            "security_protocol": "SASL_SSL",
+            "sasl_mechanism": "SCRAM-SHA-512",
+            "sasl_plain_username": "cdc",
+            "sasl_plain_password": "pw",
+        }
+    settings = engine_connection(
+        "c", conn_type=KAFKA_CONNECT, host="connect", extra={"connector": "x", "kafka": security}
+    )
+    assert "sasl" not in repr(settings)
+    with pytest.raises(ConfigError, match=r"extra\.kafka"):
+        engine_connection("c", conn_type=KAFKA_CONNECT, host="connect", extra={"connector": "x", "kafka": [1]})
+
+
 def test_a_connection_without_host_or_connector_says_what_to_set() -> None:
     with pytest.raises(ConfigError, match="REST URL"):
         engine_connection("c", conn_type=KAFKA_CONNECT, extra={"connector": "shop"})

@@ -45,3 +45,20 @@ def test_a_connection_without_a_host_names_the_field() -> None:
     with pytest.raises(ConfigError) as missing:
         source_config("pg", conn_type="postgres", login="cdc")
     assert [(p.key, p.fix) for p in missing.value.problems] == [("pg.host", "set the connection's host")]
+
+
+def test_tls_extras_become_debeziums_database_ssl_keys() -> None:
+    source = source_config(
+        "pg",
+        conn_type="postgres",
+        host="db",
+        extra={"sslmode": "verify-full", "sslrootcert": "/ca.pem", "sslcert": "/cdc.crt", "sslkey": "/cdc.key"},
+    )
+    assert source.properties == {
+        "connector.class": PG,
+        "database.hostname": "db",
+        "database.sslmode": "verify-full",
+        "database.sslrootcert": "/ca.pem",
+        "database.sslcert": "/cdc.crt",
+        "database.sslkey": "/cdc.key",
+    }

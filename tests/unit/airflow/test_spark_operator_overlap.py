@@ -29,3 +29,33 @@ def test_the_lock_file_sits_beside_a_local_checkpoint_and_remote_ones_have_none(
     assert lock_file("relative/ck") == Path.cwd() / "relative" / "ck.lock"
     for remote in ("s3a://bucket/ck", "hdfs://nn:8020/ck", "abfss://c@a.dfs.core.windows.net/ck"):
         assert lock_file(remote) is None
+
+
+def test_a_secured_kafka_sink_reaches_the_job_without_its_password_in_argv(monkeypatch) -> None:
+    """The instance's API gives the sink's settings without secrets; the password comes from a
+    ``kafka`` connection and goes to the job's environment, which ``ps`` does not show."""
+    import json
+
+    from airflow_cdc.spark.apply import KAFKA_OPTIONS_ENV, inputs_from_engine_config
+
+    monkeypatch.setenv(
+        "AIRFLOW_CONN_KAFKA_SECURE",
+        json.dumps({"conn_type": "kafka", "extra": {"sasl.username": "cdc", "sasl.password": "s3cret"}}),
+    )
+    running = {
+        "name": "shop",
+        "topic.prefix": "shop",
+        "sink.type": "kafka",
+        "sink.kafka.producer.bootstrap.servers": "kafka:9093",
+        "sink.kafka.producer.security.protocol": "SASL_SSL",
+        "sink.kafka.producer.sasl.mechanism": "SCRAM-SHA-512",
+    }
+    apply = CdcSparkApplyOperator(
+        task_id="apply", target_url="delta:/x", topics="shop.public.orders", kafka_conn_id="kafka_secure"
+    )
+    apply.kafka_options = dict(inputs_from_engine_config(running, ["public.orders"])["kafka_options"])
+    args = apply.job_args("/tmp/ck")
+    assert "--kafka-option" in args and "security.protocol=SASL_SSL" in args
+    assert not any("s3cret" in a for a in args)
+    assert apply.kafka_secrets() == {"sasl.username": "cdc", "sasl.password": "s3cret"}
+    assert KAFKA_OPTIONS_ENV == "CDC_APPLY_KAFKA_OPTIONS"

@@ -5,6 +5,7 @@ from __future__ import annotations
 
 from airflow_cdc.engine.config import ConfigDef, Field
 from airflow_cdc.engine.failures import FAILURE_MODE_ALIASES, FAILURE_MODES
+from airflow_cdc.engine.mysql_client import SSL_MODES
 from airflow_cdc.engine.signals.channels import SIGNAL_FIELDS
 from airflow_cdc.engine.snapshots.coordinator import INCREMENTAL_SNAPSHOT_FIELDS
 
@@ -15,6 +16,18 @@ MYSQL_CONFIG = ConfigDef(
         Field("database.port", type="int", default=3306, minimum=1),
         Field("database.user", default="root"),
         Field("database.password", default=""),
+        Field(
+            "database.ssl.mode",
+            default="preferred",
+            choices=SSL_MODES,
+            doc="disabled, preferred (TLS only with a trust or key store), required, verify_ca, verify_identity.",
+        ),
+        Field(
+            "database.ssl.truststore", default="", doc="PEM file of the CAs the server's certificate is checked with."
+        ),
+        Field("database.ssl.truststore.password", default="", doc="Accepted for Debezium; a PEM file needs none."),
+        Field("database.ssl.keystore", default="", doc="PEM file: the client's key and certificate (REQUIRE X509)."),
+        Field("database.ssl.keystore.password", default="", doc="The password of an encrypted key in the keystore."),
         Field(
             "database.server.id",
             type="int",

@@ -102,6 +102,8 @@ class MySqlTask(SourceTask):
             # does not read it itself.
             "password": s["database.password"] or os.environ.get("MYSQL_PWD", ""),
             "charset": "utf8mb4",
+            # database.ssl.*: every connection below (binlog, snapshots, signals) is made from this.
+            **mysql_client.tls_params(s),
         }
         self.reader: BinlogReader | None = None
         self.snapshot: ConsistentSnapshot | None = None
@@ -467,5 +469,13 @@ def _connect(connection: dict[str, Any]) -> Any:
     except pymysql.OperationalError as exc:
         code = exc.args[0] if exc.args else 0
         if code in (1044, 1045, 1049):  # access denied, unknown database: retrying cannot help
-            raise CdcError(f"MySQL refused the connection: {exc}; fix database.user / database.password") from exc
+            raise CdcError(
+                f"MySQL refused the connection: {exc}; fix database.user / database.password, or "
+                "database.ssl.keystore when the user must present a certificate (REQUIRE X509)"
+            ) from exc
+        if code == 2026 or "certificate verify failed" in str(exc).lower():  # TLS: no retry mends it
+            raise CdcError(
+                f"MySQL's TLS connection failed: {exc}; fix database.ssl.mode, database.ssl.truststore "
+                "(the CA of the server's certificate) or database.ssl.keystore"
+            ) from exc
         raise RetriableError(f"cannot connect to MySQL: {exc}") from exc

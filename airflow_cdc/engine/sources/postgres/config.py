@@ -25,7 +25,13 @@ POSTGRES_CONFIG = ConfigDef(
             default=[],
             doc="Several databases: one task, slot and offset partition per database.",
         ),
-        Field("database.sslmode", default="prefer"),
+        Field("database.sslmode", default="prefer", doc="libpq's sslmode: disable, prefer, require, verify-ca, ..."),
+        # Debezium's TLS files, passed to libpq for every connection the connector opens
+        # (catalog, replication, snapshot, incremental snapshot reads, signal table).
+        Field("database.sslrootcert", default="", doc="PEM file of the CA that signed the server's certificate."),
+        Field("database.sslcert", default="", doc="PEM file of the client certificate (cert authentication)."),
+        Field("database.sslkey", default="", doc="The client certificate's key (owner-only file mode, as libpq asks)."),
+        Field("database.sslpassword", default="", doc="The password of an encrypted database.sslkey."),
         Field("slot.name", default="debezium"),
         Field("publication.name", default="dbz_publication"),
         Field("publication.autocreate.mode", default="all_tables", choices=("all_tables", "filtered", "disabled")),

@@ -426,6 +426,9 @@ def _connect(conninfo: str) -> psycopg.Connection[tuple[Any, ...]]:
     try:
         return psycopg.connect(conninfo, autocommit=True)
     except psycopg.OperationalError as exc:
+        for refusal, settings in _TLS_REFUSALS:  # neither can a retry mend a certificate
+            if refusal.search(str(exc)):
+                raise CdcError(f"PostgreSQL refused the TLS connection: {exc}; fix {settings}") from exc
         if _refused_credentials(str(exc)):  # retrying cannot help: say so at once
             raise CdcError(
                 f"PostgreSQL refused the connection: {exc}; fix database.user / database.password / "
@@ -438,6 +441,20 @@ def _connect(conninfo: str) -> psycopg.Connection[tuple[Any, ...]]:
 _FATAL_CONNECT = re.compile(
     r"password authentication failed|no password supplied|no pg_hba\.conf entry|"
     r'role "[^"]*" does not exist|database "[^"]*" does not exist'
+)
+
+
+#: TLS refusals (libpq's and the server's words), and the settings that decide them.
+#: The server's certificate first: libpq's "root certificate file ..." names a certificate file too.
+_TLS_REFUSALS = (
+    (
+        re.compile(r"root certificate|certificate verify failed|server certificate", re.I),
+        "database.sslrootcert (the CA that signed the server's certificate) or database.sslmode",
+    ),
+    (
+        re.compile(r"requires a valid client certificate|certificate file|private key|certificate required", re.I),
+        "database.sslcert and database.sslkey (the client certificate the server's hostssl ... cert rule asks for)",
+    ),
 )
 
 

@@ -21,6 +21,8 @@ from airflow_cdc.engine.sources.postgres.changes import MessageFilter
 from airflow_cdc.engine.sources.postgres.config import POSTGRES_CONFIG
 from airflow_cdc.engine.sources.postgres.types import SESSION_OPTIONS, ValueModes
 
+#: Debezium's ``database.<name>`` TLS settings, which are libpq's parameters of the same names.
+TLS_FILES = ("sslrootcert", "sslcert", "sslkey", "sslpassword")
 #: Set on each task's config by ``PostgresConnector.task_configs``.
 TASK_DATABASE, TASK_SEVERAL = "postgres.task.database", "postgres.task.several"
 
@@ -70,6 +72,7 @@ class PostgresTaskConfig:
             password=s["database.password"] or None,
             dbname=self.database,
             sslmode=s["database.sslmode"],
+            **{name: s[f"database.{name}"] for name in TLS_FILES if s[f"database.{name}"]},
             options=SESSION_OPTIONS,
             application_name=f"airflow-cdc-{self.engine_name}",
         )
