@@ -234,7 +234,16 @@ def maven_stages(dockerfile: Path) -> Iterator[tuple[str, list[str]]]:
         yield command, copied.get(name, [])
 
 
-@pytest.mark.parametrize("dockerfile", sorted(stack.DOCKER.glob("*/Dockerfile")), ids=lambda p: p.parent.name)
+#: The images that build JVM parts; the engine's image is Python only (its Kafka clients are).
+MAVEN_IMAGES = ("airflow", "connect")
+
+
+def test_the_images_with_a_maven_stage_are_those_that_need_jars() -> None:
+    with_maven = {p.parent.name for p in stack.DOCKER.glob("*/Dockerfile") if list(maven_stages(p))}
+    assert with_maven == set(MAVEN_IMAGES)
+
+
+@pytest.mark.parametrize("dockerfile", [stack.DOCKER / name / "Dockerfile" for name in MAVEN_IMAGES], ids=MAVEN_IMAGES)
 def test_a_maven_stage_produces_the_jars_the_image_copies(dockerfile: Path, tmp_path: Path) -> None:
     """The stage's own command, offline against the Maven repository scripts/setup filled, from
     the repository root (the stage's copy of jvm/), into a scratch directory for its /jars."""
