@@ -17,8 +17,8 @@ def instance_status_url(hook: CdcEngineHook) -> str:
     """The instance's API ``/status`` URL: the connection's address, else the address the
     instance beside the worker wrote last (empty when neither is known). For logs: the API
     asks for the instance's token, which a browser does not have."""
-    base = hook.settings.url or str((hook.local_status() or {}).get("api") or "")
-    return f"{base.rstrip('/')}/status" if base else ""
+    with hook.get_backend() as backend:
+        return backend.status_url()
 
 
 def _base_url() -> str:

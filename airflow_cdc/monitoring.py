@@ -18,12 +18,14 @@ import time
 from collections import deque
 from collections.abc import Callable, Iterable, Mapping
 from dataclasses import dataclass, field, replace
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from airflow_cdc.engine.errors import CdcError
 from airflow_cdc.engine.notifications import INITIAL, SIGNAL, Notification, NotificationPage
-from airflow_cdc.engine.server.client import EngineClient
 from airflow_cdc.engine.server.models import InstanceStatus
+
+if TYPE_CHECKING:
+    from airflow_cdc.backends import EngineBackend
 
 #: Notifications a monitor keeps for "recent notifications" (the instance keeps many more).
 RECENT = 50
@@ -366,7 +368,7 @@ class Monitor:
     instance's address may change when it restarts). Thread-safe: a web page's requests may
     observe at the same time."""
 
-    def __init__(self, label: str, client: Callable[[], EngineClient], *, recent: int = RECENT) -> None:
+    def __init__(self, label: str, client: Callable[[], EngineBackend], *, recent: int = RECENT) -> None:
         self.label = label
         self._client = client
         self._lock = threading.Lock()

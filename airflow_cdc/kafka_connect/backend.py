@@ -362,8 +362,24 @@ class _Operations(_Plans):
         self._warned = set()
 
 
-def _step(plan: Plan[T], answer: Any, error: ConnectRestError | None) -> Ask:
-    return plan.send(answer) if error is None else plan.throw(error)
+class _PlanRun:
+    """One plan being run: the step both clients take (send the answer, or throw Connect's
+    error, into the plan), so the sync and the async loop differ only in how they ask."""
+
+    def __init__(self, plan: Plan[Any], name: str) -> None:
+        self.plan, self.name = plan, name
+        self.value: Any = None
+
+    def advance(self, answer: Any = None, error: ConnectRestError | None = None) -> Ask | None:
+        """The plan's next ask, or None once it returned (its answer in ``value``); an error
+        the plan does not handle leaves as the engine's (``translated``)."""
+        try:
+            return self.plan.send(answer) if error is None else self.plan.throw(error)
+        except StopIteration as done:
+            self.value = done.value
+            return None
+        except ConnectRestError as exc:
+            raise translated(exc, self.name) from exc
 
 
 class ConnectorEngineClient(_Operations):
@@ -404,20 +420,14 @@ class ConnectorEngineClient(_Operations):
         self._connect = ConnectClient(url, timeout=timeout, auth=auth, transport=transport)
 
     def _run(self, plan: Plan[T]) -> T:
-        answer: Any = None
-        error: ConnectRestError | None = None
-        try:
-            while True:
-                try:
-                    ask = _step(plan, answer, error)
-                except StopIteration as done:
-                    return done.value  # type: ignore[no-any-return]
-                try:
-                    answer, error = self._ask(ask), None
-                except ConnectRestError as exc:
-                    answer, error = None, exc
-        except ConnectRestError as exc:
-            raise translated(exc, self.name) from exc
+        run = _PlanRun(plan, self.name)
+        ask = run.advance()
+        while ask is not None:
+            try:
+                ask = run.advance(self._ask(ask))
+            except ConnectRestError as exc:
+                ask = run.advance(error=exc)
+        return run.value  # type: ignore[no-any-return]
 
     def _ask(self, ask: Ask) -> Any:
         if ask.method == NOTIFICATION_PAGE:
@@ -459,20 +469,14 @@ class AsyncConnectorEngineClient(_Operations):
         self._connect = AsyncConnectClient(url, timeout=timeout, auth=auth, transport=transport)
 
     async def _run(self, plan: Plan[T]) -> T:
-        answer: Any = None
-        error: ConnectRestError | None = None
-        try:
-            while True:
-                try:
-                    ask = _step(plan, answer, error)
-                except StopIteration as done:
-                    return done.value  # type: ignore[no-any-return]
-                try:
-                    answer, error = await self._ask(ask), None
-                except ConnectRestError as exc:
-                    answer, error = None, exc
-        except ConnectRestError as exc:
-            raise translated(exc, self.name) from exc
+        run = _PlanRun(plan, self.name)
+        ask = run.advance()
+        while ask is not None:
+            try:
+                ask = run.advance(await self._ask(ask))
+            except ConnectRestError as exc:
+                ask = run.advance(error=exc)
+        return run.value  # type: ignore[no-any-return]
 
     async def _ask(self, ask: Ask) -> Any:
         if ask.method == NOTIFICATION_PAGE:

@@ -32,6 +32,9 @@ class ConnectorUnavailableError(ApiUnavailableError):
     """Kafka Connect does not answer now (unreachable, starting, rebalancing), or the connector
     is STOPPED (``health()``): worth asking again."""
 
+    #: Its message says what to do on Connect (the Airflow layer adds no fix of its own).
+    explains_fix = True
+
 
 class ConnectorRefusedError(ApiRefusedError):
     """Refused as things stand: offsets of a connector that is not STOPPED, a name taken."""

@@ -13,6 +13,7 @@ from airflow.sdk import BaseOperator
 from airflow.sdk.exceptions import AirflowException, AirflowFailException, AirflowNotFoundException
 
 from airflow_cdc.assets import operator_lineage
+from airflow_cdc.backends import START_FIX, EngineBackend, InstanceNotRunningError
 from airflow_cdc.engine.errors import (
     ApiError,
     ApiRefusedError,
@@ -22,12 +23,10 @@ from airflow_cdc.engine.errors import (
     RefusedError,
     RetriableError,
 )
-from airflow_cdc.engine.server.client import EngineClient
 from airflow_cdc.hooks.engine import CdcEngineHook
-from airflow_cdc.kafka_connect.errors import ConnectorUnavailableError
 from airflow_cdc.links import CdcInstanceLink, instance_status_url
 
-START_FIX = "start it (CdcStartEngineOperator, or `airflow-cdc engine start --config ...` on its host)"
+__all__ = ["START_FIX", "CdcBaseOperator", "CdcOperatorError", "CdcUnavailableError", "explain"]
 
 
 class CdcOperatorError(AirflowFailException):
@@ -61,26 +60,23 @@ class CdcBaseOperator(BaseOperator):
         return CdcEngineHook(self.cdc_conn_id)
 
     @contextlib.contextmanager
-    def engine_client(self) -> Iterator[EngineClient]:
-        """The instance's API client, once the instance answered as the one the connection names."""
-        try:
-            client = self.hook.get_client()
-        except RefusedError as exc:  # an instance beside the worker that is not running
-            raise CdcUnavailableError(f"{exc}: {START_FIX}") from exc
-        with client:
-            status = client.status()
-            self.instance_status_url = f"{client.url}/status"
-            expected = self.hook.settings.instance
-            if expected and status.name != expected:
-                raise CdcOperatorError(
-                    f"the API at {client.url} serves instance {status.name!r}, not {expected!r} (the login of "
-                    f"connection {self.cdc_conn_id!r}): correct the connection's host, or its login"
-                )
-            yield client
+    def engine_backend(self) -> Iterator[EngineBackend]:
+        """The connection's backend, once the instance answered as the one the connection names."""
+        with self.hook.get_backend() as backend:
+            try:
+                backend.verify()
+            except InstanceNotRunningError as exc:  # an instance beside the worker that is not running
+                raise CdcUnavailableError(str(exc)) from exc
+            except RefusedError as exc:
+                if isinstance(exc, ApiRefusedError):
+                    raise
+                raise CdcOperatorError(str(exc)) from exc
+            self.instance_status_url = backend.status_url()
+            yield backend
 
-    def remember_status_url(self) -> None:
+    def remember_status_url(self, backend: EngineBackend | None = None) -> None:
         with contextlib.suppress(Exception):
-            self.instance_status_url = instance_status_url(self.hook)
+            self.instance_status_url = backend.status_url() if backend else instance_status_url(self.hook)
 
     @contextlib.contextmanager
     def failures(self, action: str) -> Iterator[None]:
@@ -104,8 +100,10 @@ class CdcBaseOperator(BaseOperator):
 
 def explain(action: str, exc: CdcError, conn_id: str) -> AirflowException:
     """The task failure for an engine error: the engine's (or the API's) words and the fix."""
-    if isinstance(exc, ConnectorUnavailableError):  # its message says what to do on Connect
+    if isinstance(exc, ApiUnavailableError) and getattr(exc, "explains_fix", False):  # a connector on Connect
         return CdcUnavailableError(f"{action}: {exc.message}")
+    if isinstance(exc, InstanceNotRunningError):
+        return CdcUnavailableError(f"{action}: {exc}")
     if isinstance(exc, ApiUnavailableError):
         return CdcUnavailableError(
             f"{action}: the engine instance does not answer at {exc.url} ({exc.message}): {START_FIX}, "

@@ -9,10 +9,10 @@ from typing import Any
 from airflow.sdk import Context
 
 from airflow_cdc.assets import collection_of_topic, emit_table_events
+from airflow_cdc.backends import CaptureBounds, check_config_argument
 from airflow_cdc.hooks.source_config import engine_config, from_connection
-from airflow_cdc.operators.base import CdcBaseOperator, CdcOperatorError
-from airflow_cdc.operators.bounded import CaptureBounds, capture
-from airflow_cdc.operators.engine import check_config_argument, table_lineage
+from airflow_cdc.operators.base import CdcBaseOperator
+from airflow_cdc.operators.engine import table_lineage
 
 
 class CdcCaptureOperator(CdcBaseOperator):
@@ -71,18 +71,16 @@ class CdcCaptureOperator(CdcBaseOperator):
         self.target_position = target_position
 
     def execute(self, context: Context) -> dict[str, Any]:
-        with self.failures(f"bounded capture of connection {self.cdc_conn_id!r}'s instance"):
-            if not self.hook.settings.config_path:
-                raise CdcOperatorError(
-                    "a bounded capture runs the instance's engine in the task, from its config file: set the extra "
-                    f"config_path of connection {self.cdc_conn_id!r}"
-                )
+        action = f"bounded capture of connection {self.cdc_conn_id!r}'s instance"
+        with self.failures(action), self.hook.get_backend() as backend:
+            if not backend.capabilities.bounded_capture:
+                backend.run_until({}, None)  # refused, naming what the connection lacks
             source = from_connection(self.hook.get_connection(self.source_conn_id)) if self.source_conn_id else None
             check_config_argument(self.config)
             props = engine_config(self.hook.instance_config, source=source, overrides=self.config)
-            self.remember_status_url()
+            self.remember_status_url(backend)
             bounds = CaptureBounds(self.max_records, self.max_duration, self.target_position or None)
-            result = capture(source.with_secret(props) if source else props, bounds)
+            result = backend.run_until(source.with_secret(props) if source else props, bounds)
         prefix = str(props.get("topic.prefix") or "")
         rows: dict[str, int] = {}
         for topic, count in result.topic_rows.items():

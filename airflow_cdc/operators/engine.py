@@ -10,54 +10,23 @@ from typing import Any
 from airflow.sdk import Context
 
 from airflow_cdc.assets import sink_dataset
-from airflow_cdc.engine.errors import ApiRefusedError, ApiUnavailableError
-from airflow_cdc.engine.server import control
-from airflow_cdc.engine.server.client import EngineClient
-from airflow_cdc.engine.server.config_file import flatten, strip_prefixes
-from airflow_cdc.engine.server.instance_files import override_problems, resolve
-from airflow_cdc.engine.server.models import InstanceStatus
-from airflow_cdc.hooks.engine import config_text
-from airflow_cdc.hooks.source_config import (
-    SourceConfig,
-    engine_config,
-    from_connection,
-    is_secret_key,
-    lineage_namespace,
-)
+from airflow_cdc.backends import EngineBackend, InstanceStatus, StartRequest, check_config_argument, config_differences
+from airflow_cdc.hooks.source_config import from_connection, lineage_namespace
 from airflow_cdc.operators.base import CdcBaseOperator, CdcOperatorError
-from airflow_cdc.operators.config_check import check_engine_config
+
+__all__ = [
+    "CdcStartEngineOperator",
+    "CdcStopEngineOperator",
+    "check_config_argument",
+    "config_differences",
+    "literal_tables",
+    "table_lineage",
+]
 
 #: Phases in which an instance has finished starting (``finished``: snapshot.mode=initial_only).
 STREAMING = ("streaming", "finished")
 #: A table name without regex syntax (``public.orders``): one the lineage can name.
 _LITERAL_TABLE = re.compile(r"^[\w$]+(\.[\w$]+)+$")
-
-
-def check_config_argument(config: Any) -> None:
-    """``__init__``'s cheap check of an operator's ``config``: a dict of keys a DAG may set."""
-    if config is None or isinstance(config, str):  # a template, checked once rendered
-        return
-    if not isinstance(config, Mapping):
-        raise ValueError(f"config must be a dict of Debezium properties, not {type(config).__name__}")
-    problems = override_problems(config)
-    if problems:
-        raise ValueError("config: " + "; ".join(str(p) for p in problems))
-
-
-def config_differences(requested: Mapping[str, Any], running: Mapping[str, Any]) -> list[str]:
-    """Keys on which the configuration asked for and the one an instance runs with differ,
-    compared as the instance reads a config file (secrets are neither compared nor shown)."""
-    want = _normal(resolve(strip_prefixes(flatten(requested))))
-    have = _normal(running)
-    return [
-        f"{key}: running {have.get(key)!r}, asked {want.get(key)!r}"
-        for key in sorted(set(want) | set(have))
-        if not is_secret_key(key) and want.get(key) != have.get(key)
-    ]
-
-
-def _normal(config: Mapping[str, Any]) -> dict[str, str]:
-    return {key: config_text(value) for key, value in config.items() if value is not None}
 
 
 def literal_tables(value: Any) -> list[str]:
@@ -137,72 +106,26 @@ class CdcStartEngineOperator(CdcBaseOperator):
     def execute(self, context: Context) -> dict[str, Any]:
         with self.failures(f"starting the engine instance of connection {self.cdc_conn_id!r}"):
             source = from_connection(self.hook.get_connection(self.source_conn_id)) if self.source_conn_id else None
-            if not self.hook.settings.config_path and not self.hook.settings.kafka_connect:
-                return self._start_service(source)
-            requested = self._requested(source)
-            if not self.hook.settings.kafka_connect:  # Connect validates a connector's config itself
-                self._validate(
-                    requested, f"the configuration of {self.hook.settings.config_path} with the task's config"
-                )
+            config = dict(self.config or {})
+            check_config_argument(config)  # once more: the rendered template
             deadline = time.monotonic() + self.timeout
-            if self.hook.settings.kafka_connect:
-                started = self._create_connector(requested, source)
-            elif (self.hook.local_status() or {}).get("running"):
-                self._check_same(requested)
-                started = False
-            else:
-                whole = None if source is None and not self.config else requested
-                self.hook.start_instance(
-                    timeout=self.timeout, config=whole, env=source.environment() if source else None
-                )
-                started = True
-            status = self._wait_streaming(deadline)
-        self.lineage_inputs, self.lineage_outputs = table_lineage(
-            requested, literal_tables(requested.get("table.include.list"))
-        )
+            request = StartRequest(
+                overrides=config,
+                source=source,
+                timeout=self.timeout,
+                allow_unknown_keys=self.allow_unknown_keys,
+                warn=lambda message: self.log.warning("engine configuration: %s", message),
+            )
+            with self.hook.get_backend() as backend:
+                outcome = backend.start(request)
+                status = self._wait_streaming(backend, deadline)
+        if outcome.requested:
+            requested = outcome.requested
+            self.lineage_inputs, self.lineage_outputs = table_lineage(
+                requested, literal_tables(requested.get("table.include.list"))
+            )
+        started = outcome.started
         self.log.info("instance %r %s: %s", status.name, "started" if started else "already running", status.phase)
-        return self._started_answer(status, started)
-
-    def _start_service(self, source: SourceConfig | None) -> dict[str, Any]:
-        """An engine service reached through its URL (``airflow-cdc engine serve``): started with
-        the DAG's configuration, and the source connection's host, port, user and database, laid
-        over its own - never a password, which the service keeps (its Secret)."""
-        overrides = {**(source.properties if source else {}), **dict(self.config or {})}
-        check_config_argument(overrides)
-        deadline = time.monotonic() + self.timeout
-        with self.engine_client() as client:
-            running = self._service_config(client)
-            self._validate({**running, **overrides}, f"the task's config over {client.url}'s", partial=not running)
-            try:
-                state = client.start(overrides).state
-            except ApiRefusedError as exc:
-                if "runs once" not in exc.message:  # a serving instance running with another configuration
-                    raise CdcOperatorError(
-                        f"{exc.message}; or change the task's config to the one it runs with"
-                    ) from exc
-                self._check_same({**client.connector(client.status().name).get("config", {}), **overrides})
-                state = client.status().state
-        started = state == "STARTING"
-        status = self._wait_streaming(deadline)
-        self.log.info("instance %r %s: %s", status.name, "started" if started else "already running", status.phase)
-        return self._started_answer(status, started)
-
-    def _validate(self, requested: Mapping[str, Any], where: str, *, partial: bool = False) -> None:
-        checked = check_engine_config(
-            requested, allow_unknown_keys=self.allow_unknown_keys, where=where, partial=partial
-        )
-        for warning in checked:
-            self.log.warning("engine configuration: %s", warning)
-
-    @staticmethod
-    def _service_config(client: EngineClient) -> dict[str, Any]:
-        """The configuration the service runs (or last ran) with, secrets left out."""
-        try:
-            return dict(client.connector(client.status().name).get("config") or {})
-        except ApiRefusedError:  # a service never started has none yet: its file is validated there
-            return {}
-
-    def _started_answer(self, status: InstanceStatus, started: bool) -> dict[str, Any]:
         return {
             "name": status.name,
             "api_url": self.instance_status_url.removesuffix("/status"),
@@ -215,61 +138,24 @@ class CdcStartEngineOperator(CdcBaseOperator):
             ],
         }
 
-    def _requested(self, source: SourceConfig | None) -> dict[str, Any]:
-        config = dict(self.config or {})
-        check_config_argument(config)  # once more: the rendered template
-        requested = engine_config(self.hook.instance_config, source=source, overrides=config)
-        expected = self.hook.settings.instance
-        if expected and requested.get("name") != expected:
-            raise CdcOperatorError(
-                f"connection {self.cdc_conn_id!r} names instance {expected!r}, its config file "
-                f"{self.hook.settings.config_path} instance {requested.get('name')!r}: make them agree"
-            )
-        return requested
-
-    def _create_connector(self, requested: Mapping[str, Any], source: SourceConfig | None) -> bool:
-        """A ``kafka_connect`` connection: the connector is created from the same configuration
-        (Debezium's keys; the source's password in it, as Connect keeps it); an existing one
-        with the same configuration is left alone, one with another fails the task."""
-        created, differences = self.hook.start_connector(requested, source, timeout=self.timeout)
-        if differences:
-            raise CdcOperatorError(
-                f"connector {requested.get('name')!r} already runs on Kafka Connect with another configuration:\n  "
-                + "\n  ".join(differences)
-                + "\nstop and delete it first to create it with this configuration, or change the task's config"
-            )
-        if created:
-            self.log.info("connector %r created on Kafka Connect", requested.get("name"))
-        return created
-
-    def _check_same(self, requested: Mapping[str, Any]) -> None:
-        differences = config_differences(requested, self.hook.running_config())
-        if differences:
-            raise CdcOperatorError(
-                f"instance {requested.get('name')!r} is already running with another configuration:\n  "
-                + "\n  ".join(differences)
-                + "\nstop it first (CdcStopEngineOperator) to start it with this configuration, or change "
-                "the task's config to the one it runs with"
-            )
-        self.log.info("instance %r is already running with this configuration", requested.get("name"))
-
-    def _wait_streaming(self, deadline: float) -> InstanceStatus:
-        with self.engine_client() as client:
-            while True:
-                status = client.status()
-                if status.error or status.phase == "failed":
-                    where = f"see {status.state_dir}/engine.log" if status.state_dir else f"see {status.api}"
-                    raise CdcOperatorError(
-                        f"instance {status.name!r} failed: {status.error}; {where}, mend the cause and start it again"
-                    )
-                if status.phase in STREAMING:
-                    return status
-                if time.monotonic() >= deadline:
-                    raise CdcOperatorError(
-                        f"instance {status.name!r} is still {status.phase} after {self.timeout:.0f}s (it keeps "
-                        "going): raise timeout, e.g. for a long initial snapshot"
-                    )
-                time.sleep(0.2)
+    def _wait_streaming(self, backend: EngineBackend, deadline: float) -> InstanceStatus:
+        backend.verify()
+        self.instance_status_url = backend.status_url()
+        while True:
+            status = backend.status()
+            if status.error or status.phase == "failed":
+                where = f"see {status.state_dir}/engine.log" if status.state_dir else f"see {status.api}"
+                raise CdcOperatorError(
+                    f"instance {status.name!r} failed: {status.error}; {where}, mend the cause and start it again"
+                )
+            if status.phase in STREAMING:
+                return status
+            if time.monotonic() >= deadline:
+                raise CdcOperatorError(
+                    f"instance {status.name!r} is still {status.phase} after {self.timeout:.0f}s (it keeps "
+                    "going): raise timeout, e.g. for a long initial snapshot"
+                )
+            time.sleep(0.2)
 
 
 class CdcStopEngineOperator(CdcBaseOperator):
@@ -297,60 +183,14 @@ class CdcStopEngineOperator(CdcBaseOperator):
         self.timeout = timeout
 
     def execute(self, context: Context) -> dict[str, Any]:
-        with self.failures(f"stopping the engine instance of connection {self.cdc_conn_id!r}"):
-            local = self.hook.local_status()
-            if local is None:
-                return self._stop_remote()
-            if not local["running"]:
-                self.remember_status_url()
-                self.log.info("instance %r is not running (%s)", local.get("name"), local.get("state"))
-                return {"name": local.get("name"), "stopped": False, "state": local.get("state") or "NEVER_STARTED"}
-            if self.drop_slot:
-                with self.engine_client() as client:
-                    self._check_drops_slot(client)
-            # SIGTERM, as POST /stop: drain, commit, release the slots; SIGKILL after the timeout.
-            final = control.stop(self.hook.instance_config, self.timeout) or local
-            self.remember_status_url()
-        self.log.info("instance %r stopped: %s", final.get("name"), final.get("state"))
-        return {"name": final.get("name"), "stopped": True, "state": final.get("state") or "STOPPED"}
-
-    def _stop_remote(self) -> dict[str, Any]:
-        try:
-            with self.engine_client() as client:
-                status = client.status()
-                if status.state == "STOPPED":  # an engine service whose engine is stopped
-                    self.log.info("instance %r is not running (STOPPED)", status.name)
-                    return {"name": status.name, "stopped": False, "state": "STOPPED"}
-                if self.drop_slot:
-                    self._check_drops_slot(client)
-                name = client.stop().name
-                self._wait_gone(client)
-        except ApiUnavailableError as exc:
-            self.log.warning("the instance does not answer at %s: taken as stopped", exc.url)
-            return {"name": self.hook.settings.instance, "stopped": False, "state": "UNREACHABLE"}
-        self.log.info("instance %r stopped", name)
-        return {"name": name, "stopped": True, "state": "STOPPED"}
-
-    def _check_drops_slot(self, client: EngineClient) -> None:
-        name = client.status().name
-        config = client.connector(name).get("config") or {}
-        if str(config.get("slot.drop.on.stop", "")).lower() != "true":
-            raise CdcOperatorError(
-                f"instance {name!r} runs without slot.drop.on.stop, so stopping it would keep its replication slot "
-                "(and the WAL it holds): start it with config={'slot.drop.on.stop': True} (CdcStartEngineOperator) "
-                "before this stop, or stop it with drop_slot=False"
-            )
-
-    def _wait_gone(self, client: EngineClient) -> None:
-        """Until its API is gone (an instance run once), or it says STOPPED (a service)."""
-        deadline = time.monotonic() + self.timeout
-        while time.monotonic() < deadline:
-            try:
-                if client.status().state == "STOPPED":
-                    return
-            except ApiUnavailableError:
-                return
-            time.sleep(0.2)
-        raise CdcOperatorError(
-            f"the instance still answers {self.timeout:.0f}s after it was asked to stop: look at its log"
-        )
+        action = f"stopping the engine instance of connection {self.cdc_conn_id!r}"
+        with self.failures(action), self.hook.get_backend() as backend:
+            outcome = backend.stop(drop_slot=self.drop_slot, timeout=self.timeout)
+            self.remember_status_url(backend)
+        if outcome.stopped:
+            self.log.info("instance %r stopped: %s", outcome.name, outcome.state)
+        elif outcome.state == "UNREACHABLE":
+            self.log.warning("the instance does not answer: taken as stopped")
+        else:
+            self.log.info("instance %r is not running (%s)", outcome.name, outcome.state)
+        return {"name": outcome.name, "stopped": outcome.stopped, "state": outcome.state}

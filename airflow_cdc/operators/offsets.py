@@ -7,12 +7,7 @@ from typing import Any
 
 from airflow.sdk import Context
 
-from airflow_cdc.engine.errors import ApiRefusedError, RefusedError
-from airflow_cdc.engine.positions import codec_for
-from airflow_cdc.engine.server import offsets_admin
-from airflow_cdc.engine.server.config_file import load_config_file
-from airflow_cdc.engine.server.instance_files import state_dir
-from airflow_cdc.hooks.engine import EFFECTIVE_CONFIG
+from airflow_cdc.engine.errors import RefusedError
 from airflow_cdc.operators.base import CdcBaseOperator, CdcOperatorError
 
 ACTIONS = ("reset", "seek")
@@ -65,52 +60,18 @@ class CdcOffsetsOperator(CdcBaseOperator):
         self.partition = partition
 
     def execute(self, context: Context) -> dict[str, Any]:
-        with self.failures(f"{self.action} of the offsets of connection {self.cdc_conn_id!r}'s instance"):
-            if self.hook.settings.kafka_connect or not self.hook.settings.config_path:
-                try:
-                    return self._through_api()
-                except ApiRefusedError as exc:  # the connector (or the served engine) runs
-                    raise CdcOperatorError(f"{exc.message}; in a DAG: CdcStopEngineOperator first") from exc
-            props = self._last_config()
-            self.remember_status_url()
-            partition = dict(self.partition) if isinstance(self.partition, Mapping) else None
+        partition = dict(self.partition) if isinstance(self.partition, Mapping) else None
+        action = f"{self.action} of the offsets of connection {self.cdc_conn_id!r}'s instance"
+        with self.failures(action), self.hook.get_backend() as backend:
+            self.remember_status_url(backend)
             try:
                 if self.action == "reset":
-                    removed = offsets_admin.reset(props, partition)
+                    removed = backend.reset_offsets(partition)
                     self.log.info("offsets reset: %s", removed)
                     return {"action": "reset", "removed": removed}
-                offset = offsets_admin.position_offset(props, str(self.position))
-                changed = offsets_admin.set_offset(props, offset, partition)
-            except RefusedError as exc:
-                raise CdcOperatorError(f"{exc}; in a DAG: CdcStopEngineOperator first") from exc
-        position = codec_for(props).format(changed["offset"])
-        self.log.info("offset of %s set to %s (was %s)", changed["partition"], position, changed["before"])
-        return {"action": "seek", **changed, "position": position}
-
-    def _through_api(self) -> dict[str, Any]:
-        """A connector on Kafka Connect, or an engine service reached through its URL: Kafka
-        Connect's offsets API (KIP-875), which refuses while the connector (the engine) is not
-        stopped (``CdcStopEngineOperator`` stops it)."""
-        with self.hook.get_client() as client:
-            name = self.hook.settings.instance or client.status().name
-            self.instance_status_url = f"{client.url}/connectors/{name}/status"
-            if self.action == "reset":
-                removed = client.reset_offsets()
-                self.log.info("offsets reset: %s", removed)
-                return {"action": "reset", "removed": removed}
-            config = dict(client.connector(name).get("config") or {})
-            offset = offsets_admin.position_offset(config, str(self.position))
-            entries = client.offsets()
-            partition: dict[str, Any] | None = dict(self.partition) if isinstance(self.partition, Mapping) else None
-            if partition is None:
-                partition = dict(entries[0].partition) if len(entries) == 1 else {"server": config.get("topic.prefix")}
-            before = next((e.offset for e in entries if e.partition == partition), None)
-            client.alter_offsets([{"partition": partition, "offset": offset}])
-        position = codec_for(config).format(offset)
-        self.log.info("offset of %s set to %s (was %s)", partition, position, before)
-        return {"action": "seek", "partition": partition, "before": before, "offset": offset, "position": position}
-
-    def _last_config(self) -> dict[str, Any]:
-        props = self.hook.instance_config
-        effective = state_dir(props) / EFFECTIVE_CONFIG
-        return load_config_file(effective) if effective.exists() else props
+                changed = backend.seek(str(self.position), partition)
+            except RefusedError as exc:  # it runs: its next commit would overwrite the change
+                message = getattr(exc, "message", None) or str(exc)
+                raise CdcOperatorError(f"{message}; in a DAG: CdcStopEngineOperator first") from exc
+        self.log.info("offset of %s set to %s (was %s)", changed["partition"], changed["position"], changed["before"])
+        return {"action": "seek", **changed}

@@ -10,9 +10,9 @@ from typing import Any
 
 from airflow.sdk import Context
 
+from airflow_cdc.backends import EngineBackend
 from airflow_cdc.engine.errors import CdcError
 from airflow_cdc.engine.notifications import INCREMENTAL, Notification
-from airflow_cdc.engine.server.client import EngineClient
 from airflow_cdc.engine.signals.signal import EXECUTE, PAUSE, RESUME, SNAPSHOT_TYPES, STOP
 from airflow_cdc.hooks.signal import CHANNELS, CdcSignalHook
 from airflow_cdc.links import CdcInstanceLink, CdcSnapshotLink
@@ -45,7 +45,7 @@ def conditions_list(conditions: Any, tables: Sequence[str]) -> list[dict[str, st
     return [dict(condition) for condition in conditions]
 
 
-def _end_cursor(client: EngineClient) -> str:
+def _end_cursor(client: EngineBackend) -> str:
     """The cursor after every notification the instance kept so far."""
     page = client.notifications()
     while page.notifications:
@@ -84,18 +84,18 @@ class _SignalOperator(CdcBaseOperator):
     def send_and_await(self, kind: str, data: Mapping[str, Any], acted: Callable[[Notification, str], bool]) -> str:
         """Send, then read the instance's notifications until one shows it acted on the signal
         (``acted``); a rejection fails the task with the instance's reason."""
-        with self.engine_client() as client:
+        with self.engine_backend() as client:
             cursor = _end_cursor(client)
         signal_id = self.signal_hook.send(kind, data, channel=self.channel)
         channel = self.signal_hook.last_channel or self.channel
         self.log.info("signal %s (%s) sent on the %s channel: %s", signal_id, kind, channel, dict(data))
         if self.acceptance_timeout:
-            with self.engine_client() as client:
+            with self.engine_backend() as client:
                 self._await(client, cursor, signal_id, acted)
         return signal_id
 
     def _await(
-        self, client: EngineClient, cursor: str, signal_id: str, acted: Callable[[Notification, str], bool]
+        self, client: EngineBackend, cursor: str, signal_id: str, acted: Callable[[Notification, str], bool]
     ) -> None:
         deadline = time.monotonic() + self.acceptance_timeout
         while True:

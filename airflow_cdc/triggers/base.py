@@ -22,10 +22,10 @@ from typing import Any
 from airflow.sdk.exceptions import AirflowNotFoundException
 from airflow.triggers.base import BaseTrigger, TriggerEvent
 
+from airflow_cdc.backends import START_FIX, AsyncEngineBackend, InstanceNotRunningError
 from airflow_cdc.engine.errors import ApiError, ApiUnavailableError, CdcError, RefusedError
-from airflow_cdc.engine.server.client import AsyncEngineClient
 from airflow_cdc.hooks.engine import CdcEngineHook
-from airflow_cdc.operators.base import START_FIX, explain
+from airflow_cdc.operators.base import explain
 
 Payload = dict[str, Any]
 
@@ -61,7 +61,7 @@ class CdcEngineTrigger(BaseTrigger, abc.ABC):
         self.cdc_conn_id = cdc_conn_id
         self.poll_interval = poll_interval
         self.unavailable_timeout = unavailable_timeout
-        self._client: AsyncEngineClient | None = None
+        self._client: AsyncEngineBackend | None = None
         self._unanswered_since: float | None = None
         self._instance_checked = False
 
@@ -105,8 +105,10 @@ class CdcEngineTrigger(BaseTrigger, abc.ABC):
             return await self._unavailable(exc)
         except ApiError as exc:
             return error(str(explain(self.action, exc, self.cdc_conn_id)))
-        except RefusedError as exc:  # an instance beside the worker that is not running
+        except InstanceNotRunningError as exc:  # an instance beside the worker that is not running
             return await self._unavailable(exc)
+        except RefusedError as exc:  # the API serves another instance
+            return error(str(explain(self.action, exc, self.cdc_conn_id)))
         except CdcError as exc:
             return error(str(explain(self.action, exc, self.cdc_conn_id)))
         self._unanswered_since = None
@@ -117,22 +119,14 @@ class CdcEngineTrigger(BaseTrigger, abc.ABC):
         return f"{type(self).__name__} on connection {self.cdc_conn_id!r}"
 
     @abc.abstractmethod
-    async def check(self, client: AsyncEngineClient) -> Payload | None:
+    async def check(self, client: AsyncEngineBackend) -> Payload | None:
         """Look once; the final payload, or None."""
 
-    async def _connect(self) -> AsyncEngineClient:
+    async def _connect(self) -> AsyncEngineBackend:
         if self._client is None:
-            hook = CdcEngineHook(self.cdc_conn_id)
-            self._client = await hook.get_async_client()
+            self._client = await CdcEngineHook(self.cdc_conn_id).get_async_backend()
             if not self._instance_checked:
-                # The API at this address must serve the instance the connection names.
-                expected = (await hook.asettings()).instance
-                name = (await self._client.status()).name
-                if expected and name != expected:
-                    raise CdcError(
-                        f"the API at {self._client.url} serves instance {name!r}, not {expected!r} (the login of "
-                        f"connection {self.cdc_conn_id!r}): correct the connection's host, or its login"
-                    )
+                await self._client.verify()  # the API at this address serves the instance the connection names
                 self._instance_checked = True
         return self._client
 

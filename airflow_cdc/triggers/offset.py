@@ -10,10 +10,8 @@ from typing import Any
 
 from airflow.sdk import BaseHook
 
+from airflow_cdc.backends import AsyncEngineBackend, InstancePosition
 from airflow_cdc.engine.errors import ApiError
-from airflow_cdc.engine.server.client import AsyncEngineClient
-from airflow_cdc.engine.server.models import InstancePosition
-from airflow_cdc.kafka_connect.backend import AsyncConnectorEngineClient
 from airflow_cdc.triggers.base import CdcEngineTrigger, NoAnswer, Payload, failed
 from airflow_cdc.triggers.kafka_lag import ConsumerLag, client_settings
 from airflow_cdc.triggers.progress import CURRENT, OffsetGoal, positions_summary
@@ -49,7 +47,7 @@ class CdcOffsetTrigger(CdcEngineTrigger):
     def kwargs(self) -> dict[str, Any]:
         return {**super().kwargs(), "target": self.target}
 
-    async def check(self, client: AsyncEngineClient) -> Payload | None:
+    async def check(self, client: AsyncEngineBackend) -> Payload | None:
         if not self.goal.fixed:
             now = await client.position()
             if not self.goal.fix_current(now):
@@ -75,7 +73,7 @@ class CdcOffsetTrigger(CdcEngineTrigger):
             "positions": positions_summary(self.goal, answers),
         }
 
-    async def _flushed(self, client: AsyncEngineClient) -> bool:
+    async def _flushed(self, client: AsyncEngineBackend) -> bool:
         """Whether the instance committed what it delivered on request (POST /offsets/flush);
         False where there is no such request (a connector on Kafka Connect commits on its
         worker's interval, an older instance has no such route)."""
@@ -133,7 +131,7 @@ class CdcConsumerLagTrigger(CdcEngineTrigger):
             "kafka_conn_id": self.kafka_conn_id,
         }
 
-    async def check(self, client: AsyncEngineClient) -> Payload | None:
+    async def check(self, client: AsyncEngineBackend) -> Payload | None:
         from kafka.errors import KafkaError  # kafka-python loads only where a lag is measured
 
         if self._lag is None:
@@ -155,11 +153,11 @@ class CdcConsumerLagTrigger(CdcEngineTrigger):
             "lag": lag.to_json(),
         }
 
-    async def _consumer_lag(self, client: AsyncEngineClient) -> ConsumerLag:
-        config = (await client.connector((await client.status()).name)).get("config") or {}
-        if isinstance(client, AsyncConnectorEngineClient) and client.kafka_options.get("bootstrap_servers"):
-            # A connector on Kafka Connect writes to the cluster its kafka_connect connection names.
-            settings = dict(client.kafka_options)
+    async def _consumer_lag(self, client: AsyncEngineBackend) -> ConsumerLag:
+        config = await client.running_config()
+        cluster = client.kafka_cluster()
+        if cluster is not None:  # a connector on Kafka Connect: the cluster its connection names
+            settings = cluster
         elif self.kafka_conn_id:
             # A connection naming brokers stands alone (another cluster); one without them adds
             # to the sink's settings what the instance's API leaves out (sasl.password).

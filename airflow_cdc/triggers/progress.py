@@ -31,8 +31,8 @@ from collections.abc import Callable, Iterable, Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
+from airflow_cdc.backends import InstancePosition, TaskPosition
 from airflow_cdc.engine.notifications import SIGNAL, Notification, NotificationPage
-from airflow_cdc.engine.server.models import InstancePosition, TaskPosition
 from airflow_cdc.engine.snapshots.chunks import EMPTY, SUCCEEDED
 
 #: The default of ``accept_statuses``: any other table status fails the snapshot. An empty table

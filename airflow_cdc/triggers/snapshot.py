@@ -7,8 +7,7 @@ from collections.abc import Sequence
 from typing import Any
 
 from airflow_cdc.assets import snapshot_rows
-from airflow_cdc.engine.server.client import AsyncEngineClient
-from airflow_cdc.engine.server.models import InstancePosition, OffsetEntry
+from airflow_cdc.backends import AsyncEngineBackend, InstancePosition, OffsetEntry
 from airflow_cdc.triggers.base import CdcEngineTrigger, Payload, failed
 from airflow_cdc.triggers.progress import ACCEPTED_STATUSES, SnapshotWatch
 
@@ -57,7 +56,7 @@ class CdcSnapshotTrigger(CdcEngineTrigger):
             "settle": self.settle,
         }
 
-    async def check(self, client: AsyncEngineClient) -> Payload | None:
+    async def check(self, client: AsyncEngineBackend) -> Payload | None:
         if self.watch.tasks is None:
             self.watch.tasks = len((await client.status()).tasks) or None
         while True:  # every page there is now
@@ -76,7 +75,7 @@ class CdcSnapshotTrigger(CdcEngineTrigger):
         offsets = await client.offsets()
         # The instance's topic.prefix names its table assets (Kafka Connect's connector config:
         # Debezium on Connect answers the same).
-        config = (await client.connector((await client.status()).name)).get("config") or {}
+        config = await client.running_config()
         return {
             "status": "success",
             "message": verdict.message,

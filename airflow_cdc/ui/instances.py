@@ -12,9 +12,10 @@ import os
 import threading
 from collections.abc import Callable
 
-from airflow_cdc.engine.server.client import EngineClient
+from airflow_cdc.backends import EngineBackend, open_backend
 from airflow_cdc.hooks.engine import CdcEngineHook, connection_settings
-from airflow_cdc.hooks.engine_connection import KAFKA_CONNECT, EngineConnection, engine_client
+from airflow_cdc.hooks.engine_connection import KAFKA_CONNECT, EngineConnection
+from airflow_cdc.hooks.source_config import SourceConfig, from_connection
 from airflow_cdc.monitoring import InstanceView, Monitor
 
 log = logging.getLogger(__name__)
@@ -62,11 +63,19 @@ def engine_settings(conn_id: str) -> EngineConnection:
     return connection_settings(conn_id, Connection.get_connection_from_secrets(conn_id))
 
 
-def client_for(conn_id: str) -> EngineClient:
-    """The connection's client: an instance's, or a connector's on Kafka Connect (through the
-    hook, which reads the connector's source connection too)."""
+def client_for(conn_id: str) -> EngineBackend:
+    """The connection's backend (a connector's reads its source connection too, as Airflow
+    looks connections up)."""
+    from airflow.models import Connection
+
     settings = engine_settings(conn_id)
-    return CdcEngineHook(conn_id).get_client() if settings.kafka_connect else engine_client(settings)
+
+    def source() -> SourceConfig | None:
+        if not settings.source_conn_id:
+            return None
+        return from_connection(Connection.get_connection_from_secrets(settings.source_conn_id))
+
+    return open_backend(settings, conn_id, source)
 
 
 class Instances:

@@ -11,7 +11,7 @@ import pytest
 
 from airflow_cdc.engine.errors import OffsetError, RefusedError
 from airflow_cdc.engine.server.instance_files import offsets_lock
-from airflow_cdc.operators.bounded import CaptureBounds, capture
+from airflow_cdc.engine.server.bounded import CaptureBounds, capture
 
 
 def synthetic(tmp_path: Path, **extra: Any) -> dict[str, Any]:

@@ -100,7 +100,10 @@ def test_the_hook_hands_out_the_connectors_client(monkeypatch: pytest.MonkeyPatc
             "kafka:9092",
         )
         assert client.source_position is None  # no source_conn_id: Debezium's "current" is unknown
-    assert hook.local_status() is None  # never the state directory of an embedded instance
+    with hook.get_backend() as backend:  # what a connector on Connect cannot do, declared
+        assert not backend.capabilities.api_signals and not backend.capabilities.current_position
+        assert not backend.capabilities.bounded_capture
+        assert backend.status_url() == "http://connect:8083/connectors/shop/status"
 
 
 def test_an_api_signal_goes_into_the_signal_table_over_the_source_connection(
@@ -140,4 +143,4 @@ def test_the_cdc_page_and_status_find_kafka_connect_connections(
     monkeypatch.setenv("AIRFLOW_CONN_PG_ELSEWHERE", json.dumps({"conn_type": "postgres", "host": "db"}))
     assert "cdc_shop" in connection_ids() and "pg_elsewhere" not in connection_ids()
     with client_for("cdc_shop") as client:
-        assert isinstance(client, ConnectorEngineClient) and client.name == "shop"
+        assert isinstance(client.client, ConnectorEngineClient) and client.client.name == "shop"

@@ -16,6 +16,7 @@ import httpx
 import pytest
 
 from airflow_cdc.engine.notifications import INCREMENTAL, Notification, NotificationPage
+from airflow_cdc.backends.api import AsyncApiBackend
 from airflow_cdc.engine.server.client import AsyncEngineClient
 from airflow_cdc.engine.server.models import InstancePosition, InstanceStatus, OffsetEntry, TaskPosition, TaskStatus
 from airflow_cdc.hooks.engine import CdcEngineHook
@@ -106,12 +107,13 @@ def connect(monkeypatch: pytest.MonkeyPatch, fake: FakeApi, token: str, login: s
     conn = {"conn_type": "cdc_engine", "host": "http://127.0.0.1:8765", "login": login, "password": token}
     monkeypatch.setenv(f"AIRFLOW_CONN_{CONN.upper()}", json.dumps(conn))
 
-    async def client(hook: CdcEngineHook) -> AsyncEngineClient:
+    async def backend(hook: CdcEngineHook) -> AsyncApiBackend:
         settings = await hook.asettings()
         assert settings.url is not None
-        return AsyncEngineClient(settings.url, settings.token, transport=httpx.MockTransport(fake.handler))
+        client = AsyncEngineClient(settings.url, settings.token, transport=httpx.MockTransport(fake.handler))
+        return AsyncApiBackend(client, expected=settings.instance, conn_id=hook.cdc_conn_id)
 
-    monkeypatch.setattr(CdcEngineHook, "get_async_client", client)
+    monkeypatch.setattr(CdcEngineHook, "get_async_backend", backend)
 
 
 def events(trigger: CdcEngineTrigger) -> list[dict[str, Any]]:
@@ -274,7 +276,7 @@ def test_cleanup_closes_the_client(api: FakeApi) -> None:
         client = trigger._client
         assert client is not None
         await trigger.cleanup()
-        return trigger._client is None, client._http.is_closed
+        return trigger._client is None, client.client._http.is_closed  # type: ignore[attr-defined]
 
     assert asyncio.run(scenario()) == (True, True)
 

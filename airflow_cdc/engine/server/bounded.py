@@ -1,11 +1,11 @@
 """A bounded capture: run an instance's engine in this process until a bound is reached, commit
 and stop - micro-batch CDC on a schedule without a long-running instance.
 
-Nothing here imports Airflow (``CdcCaptureOperator`` is the thin layer over it): the run uses
-only the engine's public pieces - the instance's validated configuration, its sink and offset
-store, the state directory's lock (held all along, so a detached start of the same instance is
-refused meanwhile, and a running instance refuses the capture) and the connector's position
-codec. It could move into ``airflow_cdc.engine.server`` unchanged.
+``CdcCaptureOperator`` reaches it through its backend's ``run_until`` (``airflow_cdc.backends``):
+the run uses only the engine's public pieces - the instance's validated configuration, its sink
+and offset store, the state directory's lock (held all along, so a detached start of the same
+instance is refused meanwhile, and a running instance refuses the capture) and the connector's
+position codec.
 """
 
 from __future__ import annotations
@@ -98,7 +98,7 @@ class CountingSink(Sink):
         return self.inner.metrics()
 
 
-def capture(props: Mapping[str, Any], bounds: CaptureBounds, *, check_interval: float = 0.1) -> CaptureResult:
+def run_until(props: Mapping[str, Any], bounds: CaptureBounds, *, check_interval: float = 0.1) -> CaptureResult:
     """Run the engine of ``props`` (an instance's configuration) until ``bounds``; commit, stop.
 
     RefusedError while the instance runs elsewhere on this machine; ConfigError for an invalid
@@ -189,3 +189,7 @@ def _committed(config: ValidatedConfig, codec: PositionCodec) -> list[dict[str, 
         ]
     finally:
         store.stop()
+
+
+#: The name it had in ``airflow_cdc.operators.bounded``.
+capture = run_until
