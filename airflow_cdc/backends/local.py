@@ -63,9 +63,13 @@ class LocalInstanceBackend(ApiBackend):
         directory = state_dir(self.instance_config)
         return {**(read_status(directory) or {}), "running": is_running(directory)}
 
+    @property
+    def url(self) -> str:
+        """The connection's host, else the address the instance wrote last ("" if none)."""
+        return (self.settings.url or str(self.local_status().get("api") or "")).rstrip("/")
+
     def status_url(self) -> str:
-        base = self.settings.url or str(self.local_status().get("api") or "")
-        return f"{base.rstrip('/')}/status" if base else ""
+        return f"{self.url}/status" if self.url else ""
 
     # -- start and stop ----------------------------------------------------------------------------
     def start(self, request: StartRequest) -> StartOutcome:
