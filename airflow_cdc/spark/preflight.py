@@ -90,7 +90,7 @@ def _check_sql(url: str, label: str, tables: list[str], table_map: dict[str, str
 def _connect(url: str, label: str, timeout: int) -> Any:
     try:
         if scheme_of(url) == "mysql":
-            from airflow_cdc.spark.targets.sql import _mysql_params  # the job's reading of the URL
+            from airflow_cdc.spark.targets.sql import mysql_params as _mysql_params  # the job's reading of the URL
 
             return mysql_client.connect(**_mysql_params(url), connect_timeout=timeout)
         import psycopg

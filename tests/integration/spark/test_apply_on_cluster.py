@@ -25,7 +25,7 @@ from kafka import KafkaConsumer, TopicPartition
 
 from airflow_cdc.local.ports import free_port
 from airflow_cdc.local.spark_cluster import SparkStandaloneCluster
-from airflow_cdc.operators.spark import CdcSparkApplyOperator
+from airflow_cdc.operators.spark import ApplyConfig, CdcSparkApplyOperator, SubmitConfig
 from airflow_cdc.spark.reading import SourceOptions
 from airflow_cdc.spark.submit import SparkSubmit
 from tests.integration.spark.test_apply_job import assert_same, captured, databases  # noqa: F401 (fixtures)
@@ -78,17 +78,19 @@ def executor_logs(cluster: SparkStandaloneCluster, lines: int = 30) -> str:
     return "\n".join(parts) or "(no executor logs)"
 
 
-def apply_with(master: str, options: SourceOptions, checkpoint: Path, **kwargs: Any) -> CdcSparkApplyOperator:
+def apply_with(
+    master: str, options: SourceOptions, checkpoint: Path, executor_python: str | None = None
+) -> CdcSparkApplyOperator:
     return CdcSparkApplyOperator(
         task_id="apply",
-        source="kafka",
-        topics=list(options.topics),
-        bootstrap_servers=options.bootstrap_servers,
+        job=ApplyConfig(
+            source="kafka",
+            topics=list(options.topics),
+            bootstrap_servers=options.bootstrap_servers,
+            checkpoint=str(checkpoint),
+        ),
+        submit=SubmitConfig(master=master, conf=DRIVER_CONF, executor_python=executor_python),
         target_conn_id=TARGET_CONN,
-        checkpoint=str(checkpoint),
-        master=master,
-        conf=DRIVER_CONF,
-        **kwargs,
     )
 
 
@@ -149,7 +151,9 @@ def test_the_operator_applies_on_the_standalone_cluster_as_on_local(
 def test_a_master_nobody_answers_at_fails_the_task_with_what_to_check(tmp_path: Path) -> None:
     master = f"spark://127.0.0.1:{free_port()}"
     operator = CdcSparkApplyOperator(
-        task_id="apply", topics=["t"], bootstrap_servers="127.0.0.1:1", target_url="delta:/x", master=master
+        task_id="apply",
+        job=ApplyConfig(topics=["t"], bootstrap_servers="127.0.0.1:1", target_url="delta:/x"),
+        submit=SubmitConfig(master=master),
     )
     started = time.monotonic()
     with pytest.raises(AirflowException) as failure:
@@ -162,12 +166,17 @@ def test_a_master_nobody_answers_at_fails_the_task_with_what_to_check(tmp_path: 
 
 def test_a_malformed_master_or_cluster_deploy_mode_is_refused_when_the_dag_is_parsed() -> None:
     for master in ("sprak://host:7077", "spark://", "yarn-cluster", "local[0]"):
-        with pytest.raises(ValueError, match=r"not a Spark master URL: use local\[N\]"):
-            CdcSparkApplyOperator(task_id="apply", target_url="delta:/x", master=master)
-    with pytest.raises(ValueError, match="deploy mode 'cluster' is not supported"):
+        with pytest.raises(
+            ValueError, match=r"SubmitConfig.master: .* is not a Spark master URL \(fix: use local\[N\]"
+        ):
+            SubmitConfig(master=master)
+    with pytest.raises(ValueError, match=r"SubmitConfig\.deploy_mode: deploy mode 'cluster' is not supported"):
+        SubmitConfig(master="yarn", deploy_mode="cluster")
+    with pytest.raises(ValueError, match="deploy mode 'cluster' is not supported"):  # the old arguments too
         CdcSparkApplyOperator(task_id="apply", target_url="delta:/x", master="yarn", deploy_mode="cluster")
     # A templated master is checked when the task runs.
-    CdcSparkApplyOperator(task_id="apply", target_url="delta:/x", master="{{ var.value.spark_master }}")
+    templated = SubmitConfig(master="{{ var.value.spark_master }}")
+    CdcSparkApplyOperator(task_id="apply", job=ApplyConfig(target_url="delta:/x"), submit=templated)
 
 
 def test_a_cluster_submit_ships_the_package_and_names_the_executors_python(tmp_path: Path) -> None:
@@ -178,7 +187,7 @@ def test_a_cluster_submit_ships_the_package_and_names_the_executors_python(tmp_p
     import zipfile
 
     names = zipfile.ZipFile(zipped).namelist()
-    assert "airflow_cdc/spark/targets/sql.py" in names and not any("__pycache__" in n for n in names)
+    assert "airflow_cdc/spark/targets/sql/apply.py" in names and not any("__pycache__" in n for n in names)
     assert "spark.pyspark.python=/opt/py/bin/python" in command
     assert "spark.pyspark.driver.python=/d/py" in command  # else spark-submit runs the driver in it too
     local = SparkSubmit(job_args=[], master="local[2]")

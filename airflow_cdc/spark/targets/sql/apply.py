@@ -1,0 +1,282 @@
+"""The apply loop: latest-frame rows (``frames.py``) to a SQL target, one transaction per call.
+
+Runs on the Spark executors, inside ``foreachPartition``: :func:`apply_changes` takes one
+partition's rows (pyspark ``Row`` or any object with ``table, op, key, after, unavailable,
+position``) and a picklable :class:`SqlTargetSettings`, opens one connection, applies every row
+in one transaction, commits, and returns counts. Nothing here imports Spark, and nothing here
+writes SQL: the statements are the dialect's (``dialect.py``, ``postgres.py``, ``mysql.py``).
+
+Per table, in the order given (the caller puts a table's TRUNCATE first, then source order):
+
+* ``c``/``u``/``r``: an upsert on the event key's columns, guarded by the row's stored source
+  position (``_cdc_position``): it applies only when the stored one is NULL or not greater, so an
+  older change never overwrites a newer one and a replayed batch changes nothing. Columns the row
+  lists in ``unavailable`` (unchanged TOASTed values) are left out, so the target keeps its value
+  (and gets the column's default on insert).
+* ``d``: a delete of the key, with the same guard.
+* ``t``: deletes the rows whose position is older than the truncate's (or NULL).
+
+Consecutive rows of one table are batched: up to ``batch_size`` rows with distinct keys form a
+segment, applied as one multi-row DELETE then one multi-row upsert per column set (keys being
+distinct, their order does not matter; deletes go first so that a key freed by a delete can be
+taken by an insert under another unique constraint). A key seen again, a TRUNCATE, another
+table or a full segment starts the next segment.
+"""
+
+from __future__ import annotations
+
+import json
+import logging
+from collections.abc import Callable, Iterable, Mapping
+from operator import attrgetter, itemgetter
+from typing import Any
+
+from airflow_cdc.spark.frames import POSITION_COLUMN
+from airflow_cdc.spark.targets.sql.dialect import Dialect, dialect_for
+from airflow_cdc.spark.targets.sql.errors import TargetError, TargetSchemaError
+from airflow_cdc.spark.targets.sql.settings import SqlTargetSettings
+from airflow_cdc.spark.targets.sql.tables import CATALOG, Plan, Table, TableInfo, TableName
+from airflow_cdc.spark.values import json_text
+
+log = logging.getLogger(__name__)
+
+COUNTS = ("upserted", "deleted", "skipped_older", "truncated")
+
+
+def apply_changes(rows: Iterable[Any], settings: SqlTargetSettings | Mapping[str, Any]) -> dict[str, int]:
+    """Apply latest-frame rows in one transaction and commit; returns counts: ``upserted``
+    (rows inserted or updated), ``deleted``, ``skipped_older`` (upserts the guard refused) and
+    ``truncated`` (rows a TRUNCATE removed).
+
+    On MySQL ``upserted`` counts the rows sent and ``skipped_older`` stays 0: its affected-rows
+    count (1 per insert, 2 per update, 0 per unchanged row) cannot tell a refused change from an
+    insert plus an update."""
+    settings = SqlTargetSettings.of(settings)
+    dialect = dialect_for(settings.url)
+    counts = dict.fromkeys(COUNTS, 0)
+    conn = dialect.connect(settings.url)
+    applier = _Applier(dialect, conn, settings, counts)
+    try:
+        applier.apply(rows)
+        conn.commit()
+    except BaseException:
+        applier.forget_catalog()
+        _quietly(conn.rollback)
+        raise
+    finally:
+        _quietly(conn.close)
+    return counts
+
+
+def check_target(settings: SqlTargetSettings | Mapping[str, Any], source_tables: Iterable[str]) -> None:
+    """Check (on the driver, before the stream starts) that every target table exists, adding
+    ``_cdc_position`` where it is missing and allowed; raises :class:`TargetSchemaError`."""
+    settings = SqlTargetSettings.of(settings)
+    dialect = dialect_for(settings.url)
+    conn = dialect.connect(settings.url)
+    try:
+        applier = _Applier(dialect, conn, settings, dict.fromkeys(COUNTS, 0))
+        for source in source_tables:
+            applier.table(source)
+        conn.commit()
+    finally:
+        _quietly(conn.close)
+
+
+def _quietly(action: Callable[[], Any]) -> None:
+    try:
+        action()
+    except Exception:  # the connection may be gone already; the original error matters
+        log.debug("ignored while cleaning up", exc_info=True)
+
+
+#: The latest frame's fields, in the order rows are handled internally.
+_FIELDS = ("table", "op", "key", "after", "unavailable", "position")
+_TABLE, _OP, _KEY, _AFTER, _UNAVAILABLE, _POSITION = range(6)
+_ROW_OPS = frozenset(("c", "u", "r", "d"))
+
+
+def _reader(row: Any) -> Callable[[Any], tuple[Any, ...]]:
+    """Reads the six fields of rows shaped like ``row``: by index from a pyspark ``Row`` or a
+    named tuple (a Row's attribute access is a linear search of its field names), else by
+    attribute, else by key."""
+    fields = getattr(row, "__fields__", None) or getattr(row, "_fields", None)
+    if isinstance(row, tuple) and fields and all(f in fields for f in _FIELDS):
+        return itemgetter(*(list(fields).index(f) for f in _FIELDS))
+    if isinstance(row, Mapping):
+        return itemgetter(*_FIELDS)
+    return attrgetter(*_FIELDS)
+
+
+class _Applier:
+    def __init__(self, dialect: Dialect, conn: Any, settings: SqlTargetSettings, counts: dict[str, int]) -> None:
+        self.dialect, self.conn, self.settings, self.counts = dialect, conn, settings, counts
+        self.tables: dict[str, Table] = {}
+        self.current: Table | None = None
+        self.segment: list[tuple[Any, ...]] = []
+        self.keys: set[str] = set()
+
+    # --- rows in ---------------------------------------------------------------------------
+
+    def apply(self, rows: Iterable[Any]) -> None:
+        read: Callable[[Any], tuple[Any, ...]] | None = None
+        for row in rows:
+            if read is None:
+                read = _reader(row)
+            self.add(read(row))
+        self.flush()
+
+    def add(self, row: tuple[Any, ...]) -> None:
+        if self.current is None or row[_TABLE] != self.current.source:
+            self.flush()
+            self.current = self.table(row[_TABLE])
+        op = row[_OP]
+        if op not in _ROW_OPS:
+            self._truncate(row)
+            return
+        key = row[_KEY]
+        if key in self.keys or len(self.segment) >= self.settings.batch_size:
+            self.flush()
+        self.segment.append(row)
+        self.keys.add(key)
+
+    def _truncate(self, row: tuple[Any, ...]) -> None:
+        if row[_OP] != "t":
+            raise TargetError(f"unknown op {row[_OP]!r} for {row[_TABLE]} (expected c, u, r, d or t)")
+        assert self.current is not None
+        self.flush()
+        self.counts["truncated"] += self.dialect.truncate(self.conn, self.current, row[_POSITION])
+
+    def flush(self) -> None:
+        if not self.segment or self.current is None:
+            return
+        table, segment = self.current, self.segment
+        self.segment, self.keys = [], set()
+        self._check_key(table, segment[0])
+        deletes = [row for row in segment if row[_OP] == "d"]
+        if deletes:
+            self.counts["deleted"] += self.dialect.delete(self.conn, table, self._delete_params(table, deletes))
+        for columns, params in self._upsert_groups(table, segment).items():
+            applied = self.dialect.upsert(self.conn, table, columns, params)
+            self.counts["upserted"] += applied
+            if self.dialect.counts_skipped:
+                self.counts["skipped_older"] += len(params) - applied
+
+    # --- tables ----------------------------------------------------------------------------
+
+    def table(self, source: str) -> Table:
+        table = self.tables.get(source)
+        if table is None:
+            info = self._info(source)
+            table = self.tables[source] = Table(source, self._cache_key(source), info, self.settings.modes)
+        return table
+
+    def _cache_key(self, source: str) -> tuple[str, str]:
+        return (self.settings.url, self.settings.tables.get(source, source))
+
+    def _info(self, source: str, *, fresh: bool = False) -> TableInfo:
+        target = TableName.parse(self.settings.tables.get(source, source))
+        cache_key = self._cache_key(source)
+        info = None if fresh else CATALOG.get(cache_key)
+        if info is None:
+            info = self.dialect.read_table(self.conn, target)
+            if info is None:
+                raise TargetSchemaError(self.dialect.missing_table_message(source, target))
+            if not info.has_position:
+                info = self._add_position(source, target, info)
+            CATALOG[cache_key] = info
+        return info
+
+    def _add_position(self, source: str, target: TableName, info: TableInfo) -> TableInfo:
+        statement = self.dialect.add_position_sql(info.name)
+        if not self.settings.add_position_column:
+            raise TargetSchemaError(
+                f"Target table {info.name} (source {source}) has no {POSITION_COLUMN} column, where it keeps each "
+                f"row's source position (the replay guard): {statement}; or set add_position_column=True"
+            )
+        log.warning("Adding %s to %s: %s", POSITION_COLUMN, info.name, statement)
+        self.dialect.add_position_column(self.conn, self.settings.url, info.name, statement)
+        refreshed = self.dialect.read_table(self.conn, target)
+        if refreshed is None or not refreshed.has_position:
+            raise TargetSchemaError(f"Adding {POSITION_COLUMN} to {info.name} did not take effect: {statement}")
+        return refreshed
+
+    def forget_catalog(self) -> None:
+        """After a failure: read these tables again next time (one may have changed)."""
+        for table in self.tables.values():
+            CATALOG.pop(table.cache_key, None)
+
+    def _refresh(self, table: Table) -> None:
+        table.info = self._info(table.source, fresh=True)
+        table.forget_types()
+
+    # --- keys and columns ------------------------------------------------------------------
+
+    def _check_key(self, table: Table, row: tuple[Any, ...]) -> None:
+        if table.key is not None:
+            return
+        if row[_KEY] is None:
+            raise TargetSchemaError(
+                f"A {row[_OP]!r} change of {table.source} has no key: Debezium emits a null key for a table without "
+                f"a primary key; give the source table one (or set message.key.columns) so that changes can be applied"
+            )
+        key = tuple(json.loads(row[_KEY]))
+        self._require_columns(table, key, "key ")
+        if frozenset(key) not in table.info.unique_keys:
+            self._refresh(table)
+        if frozenset(key) not in table.info.unique_keys:
+            raise TargetSchemaError(self.dialect.missing_key_message(table, key))
+        table.key = key
+
+    def _require_columns(self, table: Table, columns: Iterable[str], what: str = "") -> None:
+        missing = [c for c in columns if c not in table.info.columns]
+        if missing:
+            self._refresh(table)
+            missing = [c for c in columns if c not in table.info.columns]
+        if missing:
+            raise TargetSchemaError(self.dialect.missing_columns_message(table, missing, what))
+
+    # --- parameters ------------------------------------------------------------------------
+
+    def _delete_params(self, table: Table, rows: list[tuple[Any, ...]]) -> list[list[Any]]:
+        assert table.key is not None
+        decoders = [table.decoder(c) for c in table.key]
+        params = []
+        for row in rows:
+            values = json.loads(row[_KEY])
+            params.append(
+                [d(json_text(values[c])) for c, d in zip(table.key, decoders, strict=True)] + [row[_POSITION]]
+            )
+        return params
+
+    def _upsert_groups(self, table: Table, rows: list[tuple[Any, ...]]) -> dict[tuple[str, ...], list[list[Any]]]:
+        """Rows by the columns they write (normally one group: all of them)."""
+        groups: dict[tuple[str, ...], list[list[Any]]] = {}
+        plans = table.plans
+        for row in rows:
+            after = row[_AFTER]
+            if after is None:
+                if row[_OP] == "d":
+                    continue
+                raise TargetError(f"A {row[_OP]!r} change of {table.source} has no 'after' (key {row[_KEY]})")
+            shape = tuple(after)
+            if row[_UNAVAILABLE]:
+                skip = set(row[_UNAVAILABLE])
+                shape = tuple(c for c in shape if c not in skip)
+            plan = plans.get(shape)
+            if plan is None:
+                plan = plans[shape] = self._plan(table, shape)
+            group = groups.get(plan.columns)
+            if group is None:
+                group = groups[plan.columns] = []
+            group.append(plan.params(after, row[_POSITION]))
+        return groups
+
+    def _plan(self, table: Table, shape: tuple[str, ...]) -> Plan:
+        self._require_columns(table, shape)
+        assert table.key is not None
+        missing_key = [c for c in table.key if c not in shape]
+        if missing_key:
+            raise TargetError(f"A change of {table.source} lacks its key column(s) {missing_key} in 'after'")
+        columns = tuple(sorted(shape))  # one statement per column set, whatever the map's order
+        return Plan(columns, [table.decoder(c) for c in columns])

@@ -1,0 +1,100 @@
+"""What differs between SQL targets, behind one interface: connecting, reading the catalog, and
+the upsert / delete / TRUNCATE statements (each dialect builds and runs its own, under the
+position guard ``apply.py`` describes); plus the SQL and messages every dialect shares.
+
+:func:`dialect_for` picks the dialect by the URL's scheme: ``postgres.py`` (psycopg 3) or
+``mysql.py`` (PyMySQL, MariaDB-compatible SQL).
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+from airflow_cdc.spark.targets.sql.errors import TargetError
+from airflow_cdc.spark.targets.sql.settings import safe_url
+from airflow_cdc.spark.targets.sql.tables import Table, TableInfo, TableName
+
+
+class Dialect:
+    """What differs between PostgreSQL and MySQL: connecting, the catalog, the statements."""
+
+    counts_skipped = False
+
+    def connect(self, url: str) -> Any:
+        raise NotImplementedError
+
+    def read_table(self, conn: Any, target: TableName) -> TableInfo | None:
+        raise NotImplementedError
+
+    def add_position_column(self, conn: Any, url: str, name: TableName, statement: str) -> None:
+        raise NotImplementedError
+
+    def upsert(self, conn: Any, table: Table, columns: tuple[str, ...], params: list[list[Any]]) -> int:
+        raise NotImplementedError
+
+    def delete(self, conn: Any, table: Table, params: list[list[Any]]) -> int:
+        raise NotImplementedError
+
+    def truncate(self, conn: Any, table: Table, position: str) -> int:
+        raise NotImplementedError
+
+    def identifier(self, name: str) -> str:
+        raise NotImplementedError
+
+    position_definition = ""
+
+    def quote(self, name: TableName) -> str:
+        return ".".join(self.identifier(part) for part in (name.schema, name.name) if part)
+
+    def add_position_sql(self, name: TableName) -> str:
+        return f"ALTER TABLE {self.quote(name)} ADD COLUMN IF NOT EXISTS {self.position_definition}"
+
+    # --- messages ----------------------------------------------------------------------
+
+    def missing_table_message(self, source: str, target: TableName) -> str:
+        return (
+            f"Target table {target} (for source table {source}) does not exist. Create it with the source's columns "
+            f"and types, a primary key on the source's key columns and the position column: CREATE TABLE "
+            f"{self.quote(target)} (<the source's columns>, {self.position_definition}, PRIMARY KEY (<key columns>)); "
+            f"or map the source table to an existing one (settings.tables)"
+        )
+
+    def missing_key_message(self, table: Table, key: tuple[str, ...]) -> str:
+        columns = ", ".join(self.identifier(c) for c in key)
+        return (
+            f"Target table {table.name} (source {table.source}) has no primary key or unique index on exactly "
+            f"({', '.join(key)}), the change events' key columns, which upserts need: "
+            f"ALTER TABLE {self.quote(table.name)} ADD PRIMARY KEY ({columns})"
+        )
+
+    def missing_columns_message(self, table: Table, missing: list[str], what: str) -> str:
+        adds = "; ".join(
+            f"ALTER TABLE {self.quote(table.name)} ADD COLUMN {self.identifier(c)} <the source's type>" for c in missing
+        )
+        return (
+            f"Target table {table.name} (source {table.source}) lacks the {what}column(s) {', '.join(missing)} "
+            f"that the change events carry: {adds}"
+        )
+
+    def refused_message(self, table: Table, column: str | None, detail: str) -> str:
+        where = f" column {column} of" if column else ""
+        return (
+            f"The target refused a value for{where} {table.name} (source {table.source}): {detail}. The target "
+            f"column's type must match the source column's, and the settings' modes the connector's "
+            f"(decimal.handling.mode, binary.handling.mode, time.precision.mode, interval.handling.mode)"
+        )
+
+
+def dialect_for(url: str) -> Dialect:
+    """The dialect for a target URL's scheme (``postgresql+psycopg://`` counts as ``postgresql``)."""
+    # The dialects are imported here because their modules import this one.
+    scheme = url.split(":", 1)[0].split("+", 1)[0].lower()
+    if scheme in ("postgresql", "postgres"):
+        from airflow_cdc.spark.targets.sql.postgres import POSTGRES
+
+        return POSTGRES
+    if scheme in ("mysql", "mariadb"):
+        from airflow_cdc.spark.targets.sql.mysql import MYSQL
+
+        return MYSQL
+    raise TargetError(f"unknown SQL target {safe_url(url)!r}: use postgresql://... or mysql://...")

@@ -1,0 +1,140 @@
+"""The MySQL / MariaDB dialect (PyMySQL): ``executemany`` upserts with ON DUPLICATE KEY UPDATE,
+the position guard in each assignment; the session in UTC."""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+from typing import Any
+from urllib.parse import unquote, urlsplit
+
+from airflow_cdc.engine import mysql_client
+from airflow_cdc.spark.frames import POSITION_COLUMN
+from airflow_cdc.spark.targets.sql.dialect import Dialect
+from airflow_cdc.spark.targets.sql.errors import TargetWriteError
+from airflow_cdc.spark.targets.sql.tables import Table, TableInfo, TableName
+from airflow_cdc.spark.values import ColumnType
+
+_MY_TABLE = """
+select TABLE_SCHEMA, TABLE_NAME from information_schema.TABLES
+where TABLE_SCHEMA = coalesce(%s, database()) and TABLE_NAME = %s and TABLE_TYPE = 'BASE TABLE'
+"""
+_MY_COLUMNS = """
+select COLUMN_NAME, DATA_TYPE, COLUMN_TYPE, NUMERIC_SCALE, DATETIME_PRECISION from information_schema.COLUMNS
+where TABLE_SCHEMA = %s and TABLE_NAME = %s order by ORDINAL_POSITION
+"""
+_MY_UNIQUE = """
+select INDEX_NAME, COLUMN_NAME from information_schema.STATISTICS
+where TABLE_SCHEMA = %s and TABLE_NAME = %s and NON_UNIQUE = 0 and SUB_PART is null order by INDEX_NAME, SEQ_IN_INDEX
+"""
+#: Server errors that mean a value does not fit its column (strict mode).
+_MY_VALUE_ERRORS = frozenset((1264, 1265, 1292, 1366, 1406, 1367, 4025))
+
+
+def mysql_params(url: str) -> dict[str, Any]:
+    """PyMySQL's connection arguments for a ``mysql://`` (or ``mariadb://``) URL."""
+    parts = urlsplit(url)
+    return {
+        "host": parts.hostname or "127.0.0.1",
+        "port": parts.port or 3306,
+        "user": unquote(parts.username or "root"),
+        "password": unquote(parts.password or ""),
+        "database": unquote(parts.path.lstrip("/")) or None,
+        "charset": "utf8mb4",
+    }
+
+
+class MySQLDialect(Dialect):
+    """MariaDB-compatible SQL (``VALUES()`` in ON DUPLICATE KEY UPDATE, ``ADD COLUMN IF NOT
+    EXISTS``); the session's time zone is UTC, so ``timestamp`` columns store UTC instants."""
+
+    position_definition = f"`{POSITION_COLUMN}` varchar(64) CHARACTER SET ascii COLLATE ascii_bin"
+
+    def connect(self, url: str) -> Any:
+        return mysql_client.connect(**mysql_params(url), autocommit=False, init_command="SET time_zone = '+00:00'")
+
+    def identifier(self, name: str) -> str:
+        return "`" + name.replace("`", "``") + "`"
+
+    def read_table(self, conn: Any, target: TableName) -> TableInfo | None:
+        with conn.cursor() as cur:
+            cur.execute(_MY_TABLE, (target.schema, target.name))
+            found = cur.fetchone()
+            if found is None:
+                return None
+            schema, name = found
+            qualified = f"{schema}.{name}"
+            cur.execute(_MY_COLUMNS, (schema, name))
+            columns = {row[0]: ColumnType.mysql(qualified, *row) for row in cur.fetchall()}
+            cur.execute(_MY_UNIQUE, (schema, name))
+            indexes: dict[str, set[str]] = {}
+            for index, column in cur.fetchall():
+                indexes.setdefault(index, set()).add(column)
+        return TableInfo(TableName(schema, name), columns, tuple(frozenset(c) for c in indexes.values()))
+
+    def add_position_column(self, conn: Any, url: str, name: TableName, statement: str) -> None:
+        # MySQL's DDL commits the transaction it runs in: on a connection of its own, with a
+        # bounded wait for the table's metadata lock.
+        with mysql_client.connect(**mysql_params(url), autocommit=True) as other, other.cursor() as cur:
+            cur.execute("SET SESSION lock_wait_timeout = 60")
+            cur.execute(statement)
+
+    def upsert(self, conn: Any, table: Table, columns: tuple[str, ...], params: list[list[Any]]) -> int:
+        # executemany writes one multi-row INSERT (ON DUPLICATE KEY UPDATE included) per
+        # max_stmt_length bytes.
+        query = table.statements.get(("upsert", columns))
+        if query is None:
+            query = table.statements["upsert", columns] = self._upsert_sql(table, columns)
+        with conn.cursor() as cur:
+            self._run(table, lambda: cur.executemany(query, params))
+        return len(params)
+
+    def _upsert_sql(self, table: Table, columns: tuple[str, ...]) -> str:
+        assert table.key is not None
+        q = self._name
+        position = q(POSITION_COLUMN)
+        guard = f"{position} IS NULL OR {position} <= VALUES({position})"
+        # Assignments run left to right and see the values assigned before them: the guard
+        # reads the stored position, so the position is assigned last.
+        updated = [c for c in columns if c not in table.key] + [POSITION_COLUMN]
+        sets = ", ".join(f"{q(c)} = IF({guard}, VALUES({q(c)}), {q(c)})" for c in updated)
+        names = ", ".join(q(c) for c in (*columns, POSITION_COLUMN))
+        marks = ", ".join(["%s"] * (len(columns) + 1))
+        return f"INSERT INTO {self._table(table)} ({names}) VALUES ({marks}) ON DUPLICATE KEY UPDATE {sets}"
+
+    def delete(self, conn: Any, table: Table, params: list[list[Any]]) -> int:
+        assert table.key is not None
+        q = self._name
+        position = q(POSITION_COLUMN)
+        one = " AND ".join(f"{q(c)} = %s" for c in table.key)
+        row = f"({one} AND ({position} IS NULL OR {position} <= %s))"
+        query = f"DELETE FROM {self._table(table)} WHERE " + " OR ".join([row] * len(params))
+        with conn.cursor() as cur:
+            return self._run(table, lambda: cur.execute(query, [v for p in params for v in p]))
+
+    def truncate(self, conn: Any, table: Table, position: str) -> int:
+        column = self._name(POSITION_COLUMN)
+        query = f"DELETE FROM {self._table(table)} WHERE {column} IS NULL OR {column} < %s"
+        with conn.cursor() as cur:
+            return self._run(table, lambda: cur.execute(query, [position]))
+
+    def _name(self, name: str) -> str:
+        """An identifier in a statement PyMySQL formats with ``%``."""
+        return self.identifier(name).replace("%", "%%")
+
+    def _table(self, table: Table) -> str:
+        return self.quote(table.name).replace("%", "%%")
+
+    def _run(self, table: Table, action: Callable[[], Any]) -> int:
+        import pymysql
+
+        try:
+            return int(action() or 0)
+        except pymysql.MySQLError as exc:
+            code = exc.args[0] if exc.args else None
+            if isinstance(exc, pymysql.err.DataError) or code in _MY_VALUE_ERRORS:
+                raise TargetWriteError(self.refused_message(table, None, str(exc))) from exc
+            exc.add_note(f"while applying changes of {table.source} to {table.name}")
+            raise
+
+
+MYSQL = MySQLDialect()

@@ -1,0 +1,208 @@
+"""The PostgreSQL dialect (psycopg 3): multi-row statements with the server's own ``$n``
+placeholders, built once per table, column set and row count, and chunked under the protocol's
+limit of parameters per statement."""
+
+from __future__ import annotations
+
+import re
+from collections.abc import Callable, Iterable
+from typing import Any
+
+from airflow_cdc.spark.frames import POSITION_COLUMN
+from airflow_cdc.spark.targets.sql.dialect import Dialect
+from airflow_cdc.spark.targets.sql.errors import TargetWriteError
+from airflow_cdc.spark.targets.sql.tables import Table, TableInfo, TableName
+from airflow_cdc.spark.values import ColumnType
+
+_POSTGRES_PARAMETERS = 65535  # the protocol's limit per statement
+
+_PG_TABLE = """
+select c.oid, n.nspname, c.relname from pg_class c join pg_namespace n on n.oid = c.relnamespace
+where n.nspname = coalesce(%s::text, current_schema()) and c.relname = %s and c.relkind in ('r', 'p', 'f')
+"""
+#: Each column's type with domains resolved (information_schema's own helpers), an array's
+#: element type, and the scale / fractional digits / bit length its typmod gives.
+_PG_COLUMNS = """
+select a.attname, format_type(a.atttypid, a.atttypmod), coalesce(et.typname, bt.typname),
+       coalesce(et.typtype, bt.typtype) = 'e', et.oid is not null,
+       information_schema._pg_numeric_scale(coalesce(et.oid, bt.oid), r.typmod),
+       information_schema._pg_datetime_precision(coalesce(et.oid, bt.oid), r.typmod),
+       information_schema._pg_char_max_length(coalesce(et.oid, bt.oid), r.typmod),
+       information_schema._pg_interval_type(coalesce(et.oid, bt.oid), r.typmod)
+from pg_attribute a
+join pg_type t on t.oid = a.atttypid
+cross join lateral (
+    select information_schema._pg_truetypid(a.*, t.*) as typid, information_schema._pg_truetypmod(a.*, t.*) as typmod
+) r
+join pg_type bt on bt.oid = r.typid
+left join pg_type et on bt.typcategory = 'A' and bt.typelem <> 0 and et.oid = bt.typelem
+where a.attrelid = %s and a.attnum > 0 and not a.attisdropped
+order by a.attnum
+"""
+#: Unique indexes ON CONFLICT can infer: no predicate, no expression.
+_PG_UNIQUE = """
+select array(
+    select a.attname::text from unnest(i.indkey) k join pg_attribute a on a.attrelid = i.indrelid and a.attnum = k
+)
+from pg_index i where i.indrelid = %s and i.indisunique and i.indisvalid and i.indpred is null and i.indexprs is null
+"""
+_PG_PARAMETER = re.compile(r"parameter \$(\d+)")
+
+
+class PostgresDialect(Dialect):
+    counts_skipped = True
+    position_definition = f'{POSITION_COLUMN} varchar(64) COLLATE "C"'
+
+    def connect(self, url: str) -> Any:
+        import psycopg
+
+        rest = url.split(":", 1)[1]  # postgres:// and postgresql+psycopg:// are libpq's postgresql://
+        return psycopg.connect("postgresql:" + rest, autocommit=False, application_name="airflow-cdc-apply")
+
+    def identifier(self, name: str) -> str:
+        return '"' + name.replace('"', '""') + '"'
+
+    def read_table(self, conn: Any, target: TableName) -> TableInfo | None:
+        found = conn.execute(_PG_TABLE, (target.schema, target.name)).fetchone()
+        if found is None:
+            return None
+        oid, schema, name = found
+        qualified = f"{schema}.{name}"
+        columns = {}
+        for column, sql_type, type_name, enum, array, scale, precision, length, fields in conn.execute(
+            _PG_COLUMNS, (oid,)
+        ):
+            columns[column] = ColumnType(
+                qualified, column, type_name, sql_type, scale, precision, length, array, enum, interval_fields=fields
+            )
+        keys = tuple(frozenset(row[0]) for row in conn.execute(_PG_UNIQUE, (oid,)))
+        return TableInfo(TableName(schema, name), columns, keys)
+
+    def add_position_column(self, conn: Any, url: str, name: TableName, statement: str) -> None:
+        # In the call's transaction: PostgreSQL's DDL is transactional, and the table's lock is
+        # then the transaction's (a deadlock with another executor is detected, not hung).
+        conn.execute(statement)
+
+    def upsert(self, conn: Any, table: Table, columns: tuple[str, ...], params: list[list[Any]]) -> int:
+        width = len(columns) + 1
+        applied = 0
+        with self._cursor(conn) as cur:
+            for chunk in _chunks(params, max(1, _POSTGRES_PARAMETERS // width)):
+                query = self._statement(conn, table, ("upsert", columns, len(chunk)))
+                applied += self._run(cur, table, query, [v for row in chunk for v in row], (*columns, POSITION_COLUMN))
+        return applied
+
+    def delete(self, conn: Any, table: Table, params: list[list[Any]]) -> int:
+        assert table.key is not None
+        deleted = 0
+        with self._cursor(conn) as cur:
+            for chunk in _chunks(params, max(1, _POSTGRES_PARAMETERS // (len(table.key) + 1))):
+                query = self._statement(conn, table, ("delete", len(chunk)))
+                names = (*table.key, POSITION_COLUMN)
+                deleted += self._run(cur, table, query, [v for row in chunk for v in row], names)
+        return deleted
+
+    def truncate(self, conn: Any, table: Table, position: str) -> int:
+        with self._cursor(conn) as cur:
+            return self._run(cur, table, self._statement(conn, table, ("truncate",)), [position], (POSITION_COLUMN,))
+
+    @staticmethod
+    def _cursor(conn: Any) -> Any:
+        """A cursor taking the server's own $n placeholders: psycopg caches its conversion of
+        %s queries only up to 4 kB, and a multi-row statement is far larger."""
+        import psycopg
+
+        return psycopg.RawCursor(conn)
+
+    def _statement(self, conn: Any, table: Table, what: tuple[Any, ...]) -> str:
+        query = table.statements.get(what)
+        if query is None:
+            builders: dict[str, Callable[..., Any]] = {
+                "upsert": self._upsert_sql,
+                "delete": self._delete_sql,
+                "truncate": self._truncate_sql,
+            }
+            query = table.statements[what] = builders[what[0]](table, *what[1:]).as_string(conn)
+        return str(query)
+
+    def _upsert_sql(self, table: Table, columns: tuple[str, ...], rows: int) -> Any:
+        from psycopg import sql
+
+        assert table.key is not None
+        updated = [c for c in columns if c not in table.key] + [POSITION_COLUMN]
+        return sql.SQL(
+            "INSERT INTO {table} AS t ({names}) VALUES {rows} ON CONFLICT ({key}) DO UPDATE SET {sets} "
+            'WHERE t.{position} IS NULL OR t.{position} COLLATE "C" <= EXCLUDED.{position}'
+        ).format(
+            table=self._table(table),
+            names=sql.SQL(", ").join(map(sql.Identifier, (*columns, POSITION_COLUMN))),
+            rows=_numbered_rows(rows, ["{}"] * (len(columns) + 1)),
+            key=sql.SQL(", ").join(map(sql.Identifier, table.key)),
+            sets=sql.SQL(", ").join(sql.SQL("{0} = EXCLUDED.{0}").format(sql.Identifier(c)) for c in updated),
+            position=sql.Identifier(POSITION_COLUMN),
+        )
+
+    def _delete_sql(self, table: Table, rows: int) -> Any:
+        from psycopg import sql
+
+        assert table.key is not None
+        casts = ["{}::" + table.info.columns[c].sql_type.replace("{", "{{").replace("}", "}}") for c in table.key]
+        return sql.SQL(
+            "DELETE FROM {table} AS t USING (VALUES {rows}) AS d ({names}) WHERE {match} "
+            'AND (t.{position} IS NULL OR t.{position} COLLATE "C" <= d.{position})'
+        ).format(
+            table=self._table(table),
+            rows=_numbered_rows(rows, [*casts, "{}::text"]),
+            names=sql.SQL(", ").join(map(sql.Identifier, (*table.key, POSITION_COLUMN))),
+            match=sql.SQL(" AND ").join(sql.SQL("t.{0} = d.{0}").format(sql.Identifier(c)) for c in table.key),
+            position=sql.Identifier(POSITION_COLUMN),
+        )
+
+    def _truncate_sql(self, table: Table) -> Any:
+        from psycopg import sql
+
+        return sql.SQL('DELETE FROM {table} WHERE {position} IS NULL OR {position} COLLATE "C" < $1').format(
+            table=self._table(table), position=sql.Identifier(POSITION_COLUMN)
+        )
+
+    def _table(self, table: Table) -> Any:
+        from psycopg import sql
+
+        return sql.Identifier(*(p for p in (table.name.schema, table.name.name) if p))
+
+    def _run(self, cur: Any, table: Table, query: str, params: list[Any], names: tuple[str, ...]) -> int:
+        import psycopg
+
+        try:
+            cur.execute(query, params)
+        except psycopg.errors.DataError as exc:
+            match = _PG_PARAMETER.search(exc.diag.context or "")
+            column = names[(int(match.group(1)) - 1) % len(names)] if match else None
+            raise TargetWriteError(self.refused_message(table, column, _first_line(exc))) from exc
+        except psycopg.Error as exc:
+            exc.add_note(f"while applying changes of {table.source} to {table.name}")
+            raise
+        return int(cur.rowcount)
+
+
+def _first_line(exc: BaseException) -> str:
+    return str(exc).splitlines()[0] if str(exc) else type(exc).__name__
+
+
+def _numbered_rows(rows: int, templates: list[str]) -> Any:
+    """``($1, $2), ($3, $4), ...``: ``templates`` per row, ``{}`` standing for the parameter."""
+    from psycopg import sql
+
+    width, parts = len(templates), []
+    for row in range(rows):
+        base = row * width
+        parts.append("(" + ", ".join(t.format(f"${base + i + 1}") for i, t in enumerate(templates)) + ")")
+    return sql.SQL(", ".join(parts))
+
+
+def _chunks(params: list[list[Any]], size: int) -> Iterable[list[list[Any]]]:
+    for start in range(0, len(params), size):
+        yield params[start : start + size]
+
+
+POSTGRES = PostgresDialect()

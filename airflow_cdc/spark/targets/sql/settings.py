@@ -1,0 +1,51 @@
+"""Where and how a SQL target applies: :class:`SqlTargetSettings`, sent to the executors."""
+
+from __future__ import annotations
+
+import re
+from collections.abc import Mapping
+from dataclasses import dataclass, field
+from typing import Any
+
+from airflow_cdc.spark.values import Modes
+
+
+@dataclass(frozen=True)
+class SqlTargetSettings:
+    """Where and how to apply. Picklable (it travels to the executors).
+
+    ``url``: ``postgresql://user:pw@host:port/db`` or ``mysql://user:pw@host:port/db``
+    (``mariadb://`` too). ``tables``: source table (``schema.table``, ``db.table``) -> target
+    table (``schema.table`` or ``table``: the connection's schema/database); unmapped tables go
+    to the same name. ``modes``: the capturing connector's value settings (:class:`Modes`, or
+    its config dict). ``batch_size``: rows per statement.
+    """
+
+    url: str
+    tables: Mapping[str, str] = field(default_factory=dict)
+    modes: Modes = field(default_factory=Modes)
+    batch_size: int = 1000
+    add_position_column: bool = True
+
+    def __post_init__(self) -> None:
+        if isinstance(self.modes, Mapping):
+            object.__setattr__(self, "modes", Modes.from_config(self.modes))
+        object.__setattr__(self, "tables", dict(self.tables))
+        if self.batch_size < 1:
+            raise ValueError(f"batch_size must be at least 1, not {self.batch_size}")
+
+    @classmethod
+    def of(cls, value: SqlTargetSettings | Mapping[str, Any]) -> SqlTargetSettings:
+        if isinstance(value, SqlTargetSettings):
+            return value
+        return cls(**value)
+
+    def __repr__(self) -> str:  # never the password
+        return (
+            f"SqlTargetSettings(url={safe_url(self.url)!r}, tables={self.tables!r}, modes={self.modes!r}, "
+            f"batch_size={self.batch_size}, add_position_column={self.add_position_column})"
+        )
+
+
+def safe_url(url: str) -> str:
+    return re.sub(r"//([^:/@]*):[^@]*@", r"//\1:***@", url)
