@@ -29,22 +29,41 @@ from __future__ import annotations
 
 import logging
 import time
-from collections.abc import Callable, Sequence
-from dataclasses import dataclass
-from typing import Any, TypeAlias
+from collections.abc import Callable
+from typing import Any
 
 import pymysql
 
 from airflow_cdc.engine import mysql_client
 from airflow_cdc.engine.errors import CdcError, MissingDependencyError, RetriableError
+from airflow_cdc.engine.sources.mysql.binlog_items import (
+    BinlogItem,
+    EventSource,
+    Position,
+    RowChange,
+    RowEvent,
+    SchemaChange,
+    TableFilter,
+)
 from airflow_cdc.engine.sources.mysql.positions import (
     MariaDbGtidSet,
     MySqlGtidSet,
     parse_gtid_set,
 )
-from airflow_cdc.engine.sources.mysql.row_decoder import RowDecodeError, RowDecoder
 from airflow_cdc.engine.sources.mysql.server import ServerInfo
-from airflow_cdc.engine.sources.mysql.tracking import EventPoint, PositionTracker, StartPoint
+from airflow_cdc.engine.sources.mysql.tracking import PositionTracker, StartPoint
+
+__all__ = [
+    "BinlogItem",
+    "BinlogPurgedError",
+    "BinlogReader",
+    "EventSource",
+    "Position",
+    "RowChange",
+    "RowEvent",
+    "SchemaChange",
+    "TableFilter",
+]
 
 log = logging.getLogger(__name__)
 
@@ -62,109 +81,8 @@ class BinlogPurgedError(CdcError):
     """The binlog the offsets point into is gone: changes since are lost to this engine."""
 
 
-@dataclass(frozen=True, slots=True)
-class EventSource:
-    """Where an event came from, for Debezium's ``source`` block."""
-
-    file: str
-    pos: int  # the event's start
-    gtid: str | None
-    server_id: int
-    ts_sec: int
-    thread: int | None = None
-
-
-@dataclass(frozen=True, slots=True)
-class RowChange:
-    """One row of a row event; values as mysql-replication decodes them, in column order."""
-
-    database: str
-    table: str
-    op: str  # "c", "u" or "d"
-    before: tuple[Any, ...] | None
-    after: tuple[Any, ...] | None
-    #: Column names, from the schema history's definition.
-    columns: tuple[str, ...]
-    row: int
-    offset: dict[str, Any]
-    source: EventSource
-
-
 #: mysql-replication's ``BINLOG.PARTIAL_UPDATE_ROWS_EVENT`` (MySQL 8's partial JSON updates).
 _PARTIAL_UPDATE_ROWS_EVENT = 0x27
-
-
-@dataclass(frozen=True, slots=True)
-class RowEvent:
-    """A row event of a captured table, its rows not decoded yet: the connector decodes them
-    (:meth:`changes`) with the definition the schema history holds once it has taken in every
-    item before this one."""
-
-    database: str
-    table: str
-    op: str  # "c", "u" or "d"
-    #: The table map's columns (mysql-replication's ``Column``: binlog type and its metadata).
-    binlog_columns: Sequence[Any]
-    #: The columns-present bitmap(s): one, two for an update.
-    bitmaps: tuple[bytes, ...]
-    #: The rows' bytes (after the bitmaps); None with ``unreadable`` saying why.
-    data: bytes | None
-    skip: int  # rows a restart had delivered already
-    point: EventPoint
-    source: EventSource
-    unreadable: str = ""
-
-    def changes(self, decoder: RowDecoder) -> list[RowChange]:
-        """The event's rows (those not delivered before a restart); RowDecodeError when they
-        cannot be read."""
-        if self.data is None:
-            raise RowDecodeError(None, self.unreadable)
-        for bitmap in self.bitmaps:
-            if bitmap != decoder.full_bitmap:
-                raise RowDecodeError(
-                    None,
-                    f"the row image lacks {', '.join(decoder.missing(bitmap))}: the session that wrote it had "
-                    "binlog_row_image other than FULL (set it FULL on the server and for every session)",
-                )
-        rows = decoder.decode(self.data, 2 if self.op == "u" else 1)
-        total, point, names = len(rows), self.point, decoder.names
-        out = []
-        for index in range(self.skip, total):
-            images = rows[index]
-            before, after = (
-                (images[0], images[1])
-                if self.op == "u"
-                else ((None, images[0]) if self.op == "c" else (images[0], None))
-            )
-            out.append(
-                RowChange(
-                    self.database, self.table, self.op, before, after, names, index,
-                    point.row_offset(index, total), self.source,
-                )
-            )  # fmt: skip
-        return out
-
-
-@dataclass(frozen=True, slots=True)
-class SchemaChange:
-    """A statement that is no row change (DDL), with the offset after it."""
-
-    database: str
-    ddl: str
-    offset: dict[str, Any]
-    source: EventSource
-
-
-@dataclass(frozen=True, slots=True)
-class Position:
-    """Nothing to deliver, but the stream stands here: a commit or an idle heartbeat."""
-
-    offset: dict[str, Any]
-    kind: str  # "commit" or "heartbeat"
-
-
-BinlogItem: TypeAlias = RowEvent | SchemaChange | Position
-TableFilter: TypeAlias = Callable[[str, str], bool]
 
 
 class _StreamLost(Exception):
