@@ -6,9 +6,8 @@ from __future__ import annotations
 import itertools
 import logging
 import os
-import time
 import zlib
-from collections.abc import Iterator
+from collections.abc import Iterator, Sequence
 from pathlib import Path
 from typing import Any, ClassVar
 
@@ -21,10 +20,10 @@ from airflow_cdc.engine.errors import CdcError, RetriableError
 from airflow_cdc.engine.failures import FailureHandling
 from airflow_cdc.engine.notifications import InitialSnapshotNotifications
 from airflow_cdc.engine.positions import Phase, SourcePosition
-from airflow_cdc.engine.records import SourceRecord
+from airflow_cdc.engine.records import Offset, SourceRecord
 from airflow_cdc.engine.signals.signal import SignalError
 from airflow_cdc.engine.snapshots.coordinator import SnapshotCoordinator
-from airflow_cdc.engine.snapshots.handover import HandOver
+from airflow_cdc.engine.sources.lifecycle import Beginning, SnapshotRun, SourceLifecycle
 from airflow_cdc.engine.sources.mysql.binlog import BinlogPurgedError, BinlogReader
 from airflow_cdc.engine.sources.mysql.changes import ChangeBuilder
 from airflow_cdc.engine.sources.mysql.config import MYSQL_CONFIG
@@ -90,6 +89,7 @@ class MySqlTask(SourceTask):
             raise
 
     def _start(self, context: TaskContext) -> None:
+        self.lifecycle: SourceLifecycle | None = None  # a retried start: not the failed attempt's
         s = self.settings = MYSQL_CONFIG.validate(context.config)
         self.prefix = str(s["topic.prefix"])
         self.partition = {"server": self.prefix}
@@ -107,9 +107,7 @@ class MySqlTask(SourceTask):
         }
         self.reader: BinlogReader | None = None
         self.snapshot: ConsistentSnapshot | None = None
-        self._blocking: str | None = None  # the signal id of a running blocking snapshot
         self._snapshot_restarts = 0
-        self._batches: Iterator[list[SourceRecord]] | None = None
         self.initial_snapshot = InitialSnapshotNotifications(context.notifications, self.prefix)
         self.filter = TableFilter(s)
         self.modes = ValueModes.from_config(s)
@@ -136,8 +134,14 @@ class MySqlTask(SourceTask):
             heartbeat_s=s["heartbeat.interval.ms"] / 1000,
         )
         self.signalling = self._coordinator(context)
-        self._handover = HandOver()  # polled but not yet handed over (a released chunk)
-        self._begin(context.offset(self.partition))
+        self.lifecycle = SourceLifecycle(
+            self.prefix,
+            self,
+            coordinator=self.signalling,
+            initial_snapshot=self.initial_snapshot,
+            poll_interval_s=s["poll.interval.ms"] / 1000,
+        )
+        self.lifecycle.begin(self._beginning(context.offset(self.partition)))
 
     def _coordinator(self, context: TaskContext) -> SnapshotCoordinator:
         """Signals and incremental snapshots: the signal table's rows come from the binlog like
@@ -179,8 +183,9 @@ class MySqlTask(SourceTask):
         return {"schema_version": self.history.version} if self.history.version else {}
 
     # -- where to begin ----------------------------------------------------------------------
-    def _begin(self, offset: Any) -> None:
+    def _beginning(self, offset: Any) -> Beginning:
         mode = self.settings["snapshot.mode"]
+        streams = mode != "initial_only"
         unfinished = offset is not None and bool(offset.get("snapshot"))
         if offset is not None and not unfinished:
             start = StartPoint.from_offset(offset)
@@ -190,30 +195,25 @@ class MySqlTask(SourceTask):
                 if mode != "when_needed":
                     raise
                 log.warning("%s: the binlog after the offsets is purged: taking a new snapshot", self.prefix)
-                self._snapshot_then_stream(None)
-                return
+                return Beginning(self._initial_snapshot(None), streams)
             self.history.recover(self.conn, int(offset.get("schema_version") or 0))
-            self.initial_snapshot.skipped()
-            if mode != "initial_only":
-                self._stream_from(start)
-            return
+            self._stream_start = start
+            return Beginning(None, streams)
         if mode == "no_data":
-            start = current_position(self.conn, self.server)
+            self._stream_start = start = current_position(self.conn, self.server)
             self.history.start_fresh(self.conn, self._offset(start))
-            self.initial_snapshot.skipped()
-            self._stream_from(start)
-            return
+            return Beginning(None, stream=True)
         # An unfinished snapshot is read again in a newer transaction, but streaming starts where
         # the first attempt stood: the changes in between replayed over newer rows converge on
         # the source, deletes included (ADR 0004's reasoning for PostgreSQL).
-        self._snapshot_then_stream(StartPoint.from_offset(offset) if unfinished else None)
+        return Beginning(self._initial_snapshot(StartPoint.from_offset(offset) if unfinished else None), streams)
 
     def _offset(self, start: StartPoint) -> dict[str, Any]:
         return offset_of(
             file=start.file, pos=start.pos, gtids=None if start.gtids is None else str(start.gtids), event=0
         )
 
-    def _snapshot_then_stream(self, resume: StartPoint | None) -> None:
+    def _initial_snapshot(self, resume: StartPoint | None) -> SnapshotRun:
         """The initial snapshot, read with the definitions at its own point. ``resume``: an
         earlier attempt's point, where streaming goes on with the definitions there (version 0
         of the schema history's file)."""
@@ -236,10 +236,25 @@ class MySqlTask(SourceTask):
         # the history's read of the same tables.
         schema_events = self._schema_change_events()
         schema = schema_events.snapshot(snap.conn, tables, offset) if schema_events is not None else []
-        self._batches = itertools.chain(
-            (schema[first : first + SNAPSHOT_BATCH] for first in range(0, len(schema), SNAPSHOT_BATCH)),
+        size = self._snapshot_batch()
+        batches = itertools.chain(
+            (schema[first : first + size] for first in range(0, len(schema), size)),
             self._snapshot_batches(tables, snap.tables, offset),
         )
+        return SnapshotRun(batches, self._snapshot_rows, self._close_snapshot)
+
+    def _snapshot_batch(self) -> int:
+        # max.batch.size bounds every poll's records, a snapshot's too (as PostgreSQL's).
+        return min(int(self.settings["max.batch.size"]), SNAPSHOT_BATCH)
+
+    def _snapshot_rows(self) -> int:
+        records: SnapshotRecords | None = getattr(self, "_snapshot_records", None)
+        return records.rows if records is not None else 0
+
+    def _close_snapshot(self) -> None:
+        snapshot, self.snapshot = self.snapshot, None
+        if snapshot is not None:
+            snapshot.close()
 
     def _reopen_snapshot(self, error: TableChangedError) -> tuple[ConsistentSnapshot, dict[TableKey, Table]]:
         """A table changed under the initial snapshot in a way its read cannot serve: it, and the
@@ -252,14 +267,6 @@ class MySqlTask(SourceTask):
         self.snapshot.close()
         self.snapshot = ConsistentSnapshot(self.connection, self.server, self.history.captured_tables)
         return self.snapshot, self.snapshot.tables
-
-    def _blocking_interrupted(self, error: TableChangedError) -> None:
-        """A table changed under a blocking snapshot: it stops, streaming goes on (what it
-        delivered converges like any replay); the signal is answered with the reason."""
-        assert self.snapshot is not None and self._blocking is not None
-        self.snapshot.close()
-        signal_id, self.snapshot, self._batches, self._blocking = self._blocking, None, None, None
-        self.signalling.reject(SignalError(f"{error}: send the blocking snapshot again"), signal_id, "execute-snapshot")
 
     def _schema_change_events(self) -> SchemaChangeEvents | None:
         """Debezium's schema change topic (``include.schema.changes``), made at first use."""
@@ -295,7 +302,7 @@ class MySqlTask(SourceTask):
             topic=self._topic,
             modes=self.modes,
             fetch=self.settings["snapshot.fetch.size"],
-            batch=SNAPSHOT_BATCH,
+            batch=self._snapshot_batch(),
             reopen=self._reopen_snapshot if initial else None,
         )
         end = self._offset(self._stream_start) if initial else offset
@@ -311,7 +318,12 @@ class MySqlTask(SourceTask):
             table_completed=notify.table_completed if notify else lambda _name, _rows: None,
         )
 
-    def _stream_from(self, start: StartPoint) -> None:
+    def _topic(self, database: str, table: str) -> str:
+        return f"{self.prefix}.{database}.{table}"
+
+    # -- the lifecycle's source parts ----------------------------------------------------------
+    def start_streaming(self) -> None:
+        start = self._stream_start
         log.info("%s: streaming the binlog from %s", self.prefix, start)
         self.reader = BinlogReader(
             self.connection,
@@ -321,53 +333,12 @@ class MySqlTask(SourceTask):
             tables=self.filter,
         )
 
-    def _topic(self, database: str, table: str) -> str:
-        return f"{self.prefix}.{database}.{table}"
-
-    # -- polling -----------------------------------------------------------------------------
-    def poll(self) -> list[SourceRecord]:
-        if self._batches is not None:
-            try:
-                batch = next(self._batches, None)
-            except TableChangedError as exc:  # a blocking snapshot's (the initial one reads anew)
-                self._blocking_interrupted(exc)
-                return []
-            if batch is None:
-                if self._blocking is not None:
-                    self._blocking_done()
-                else:
-                    self._snapshot_done()
-                return []
-            return batch
-        if self.reader is None:
-            time.sleep(self.settings["poll.interval.ms"] / 1000)  # initial_only: nothing more
-            return []
-        return self._poll_stream()
-
-    def _snapshot_done(self) -> None:
-        assert self.snapshot is not None
-        self.snapshot.close()
-        self.snapshot, self._batches = None, None
-        self.initial_snapshot.read()
-        if self.settings["snapshot.mode"] != "initial_only":
-            self._stream_from(self._stream_start)
-
-    def _poll_stream(self) -> list[SourceRecord]:
-        if self._handover.pending:
-            self.signalling.kick()  # the next window is read while these rows are delivered
-            return self._handover.next()
+    def read_changes(self) -> list[SourceRecord]:
         assert self.reader is not None
         limit = min(self.settings["max.batch.size"], POLL_BATCH)
-        records = self.records.read(self.reader, limit, self.settings["poll.interval.ms"] / 1000)
-        signalling = self.signalling
-        segments = signalling.watch(records)
-        tail = signalling.after_poll()
-        blocking = signalling.take_blocking()
-        if blocking is not None:
-            self._begin_blocking_snapshot(blocking.signal_id, list(blocking.tables))
-        return self._handover.first(segments, tail)
+        return self.records.read(self.reader, limit, self.settings["poll.interval.ms"] / 1000)
 
-    def _begin_blocking_snapshot(self, signal_id: str, tables: list[str]) -> None:
+    def blocking_snapshot(self, tables: Sequence[str]) -> SnapshotRun:
         """A blocking snapshot (Debezium's ``type: blocking``): stop reading the binlog, read the
         tables in a consistent snapshot, then stream on from where the binlog stood. The rows
         name the newer point they were read at (``source.file``/``pos``) and carry the stream's
@@ -383,55 +354,33 @@ class MySqlTask(SourceTask):
         changed = [f"{d}.{t}" for d, t in keys if row_shape(now.get((d, t))) != row_shape(self.history.tables[(d, t)])]
         if changed:
             snap.close()
-            self.signalling.reject(
-                SignalError(
-                    f"the schema of {', '.join(changed)} changed after the binlog position the stream stands at: "
-                    "send the blocking snapshot again once the stream has passed the DDL"
-                ),
-                signal_id,
-                "execute-snapshot",
+            raise SignalError(
+                f"the schema of {', '.join(changed)} changed after the binlog position the stream stands at: "
+                "send the blocking snapshot again once the stream has passed the DDL"
             )
-            return
         log.info("%s: blocking snapshot of %s", self.prefix, ", ".join(tables))
-        self.snapshot, self._blocking = snap, signal_id
-        self._batches = self._snapshot_batches(
+        self.snapshot = snap
+        batches = self._snapshot_batches(
             keys, self.history.tables, self._stream_position(), at=self._offset(snap.position), initial=False
         )
+        return SnapshotRun(_answerable(batches), self._snapshot_rows, self._close_snapshot)
 
-    def _blocking_done(self) -> None:
-        assert self.snapshot is not None and self._blocking is not None
-        self.snapshot.close()
-        self.signalling.blocking_done(self._blocking, self._snapshot_records.rows)
-        log.info("%s: blocking snapshot done, %d rows", self.prefix, self._snapshot_records.rows)
-        self.snapshot, self._batches, self._blocking = None, None, None  # streaming goes on
+    def keep_alive(self) -> None:
+        """Nothing to send, unlike PostgreSQL's standby status updates: once the binlog dump has
+        begun the server takes no packets from the client on that connection, and its own
+        heartbeats (``HEARTBEAT_S``) show the reader the connection lives when it reads again.
+        Should the server give up on a connection that is not read (``net_write_timeout``, once
+        a write load fills the socket's buffers), the next read finds it lost and opens the
+        binlog again at the tracked position (BinlogReader, the poll retried): nothing is lost."""
 
-    def commit(self, offsets: Any) -> None:
-        for offset in offsets.values():
-            if not offset.get("snapshot"):
-                self.initial_snapshot.committed()
+    def confirm(self, offset: Offset) -> None:
+        """Nothing to release: the server keeps its binlog by its own retention, not by ours."""
 
-    def position(self) -> SourcePosition:
-        partition = getattr(self, "partition", None)
-        if getattr(self, "_batches", None) is not None:
-            return SourcePosition(Phase.SNAPSHOTTING, partition)
-        reader = getattr(self, "reader", None)
-        if reader is not None:
-            return SourcePosition(Phase.STREAMING, partition, reader.tracker.offset())
-        if partition is not None and self.settings["snapshot.mode"] == "initial_only":
-            return SourcePosition(Phase.FINISHED, partition)
-        return SourcePosition(Phase.STARTING, partition)
+    def newest_position(self) -> Offset | None:
+        reader = self.reader
+        return reader.tracker.offset() if reader is not None else None
 
-    def metrics(self) -> dict[str, float]:
-        signalling = getattr(self, "signalling", None)
-        return signalling.metrics() if signalling is not None else {}
-
-    def stop(self) -> None:
-        notifications = getattr(self, "initial_snapshot", None)
-        if notifications is not None:
-            notifications.stopped()
-        signalling = getattr(self, "signalling", None)
-        if signalling is not None:
-            signalling.close()
+    def close(self) -> None:
         for name in ("reader", "snapshot", "conn"):
             thing = getattr(self, name, None)
             setattr(self, name, None)
@@ -440,6 +389,37 @@ class MySqlTask(SourceTask):
                     thing.close()
                 except Exception as exc:
                     log.debug("closing %s: %s", name, exc)
+
+    # -- the engine's task contract ------------------------------------------------------------
+    def poll(self) -> list[SourceRecord]:
+        assert self.lifecycle is not None
+        return self.lifecycle.poll()
+
+    def commit(self, offsets: Any) -> None:
+        if self.lifecycle is not None:
+            self.lifecycle.commit(offsets)
+
+    def idle(self) -> None:
+        if self.lifecycle is not None:
+            self.lifecycle.idle()
+
+    def position(self) -> SourcePosition:
+        partition = getattr(self, "partition", None)
+        lifecycle: SourceLifecycle | None = getattr(self, "lifecycle", None)
+        if lifecycle is None:
+            return SourcePosition(Phase.STARTING, partition)
+        return lifecycle.position(partition)
+
+    def metrics(self) -> dict[str, float]:
+        lifecycle: SourceLifecycle | None = getattr(self, "lifecycle", None)
+        return lifecycle.metrics() if lifecycle is not None else {}
+
+    def stop(self) -> None:
+        lifecycle = getattr(self, "lifecycle", None)
+        if lifecycle is not None:
+            lifecycle.stop()  # the notifications and the coordinator, then close()
+        else:
+            self.close()
 
 
 class MariaDbTask(MySqlTask):
@@ -479,3 +459,13 @@ def _connect(connection: dict[str, Any]) -> Any:
                 "(the CA of the server's certificate) or database.ssl.keystore"
             ) from exc
         raise RetriableError(f"cannot connect to MySQL: {exc}") from exc
+
+
+def _answerable(batches: Iterator[list[SourceRecord]]) -> Iterator[list[SourceRecord]]:
+    """A blocking snapshot's batches, a table changed under it (which the consistent read cannot
+    serve) as a SignalError: the snapshot stops, streaming goes on (what it delivered converges
+    like any replay), and the signal is answered with the reason."""
+    try:
+        yield from batches
+    except TableChangedError as exc:
+        raise SignalError(f"{exc}: send the blocking snapshot again") from exc

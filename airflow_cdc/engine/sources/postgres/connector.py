@@ -6,7 +6,7 @@ from __future__ import annotations
 import logging
 import re
 import time
-from collections.abc import Iterator, Mapping
+from collections.abc import Mapping, Sequence
 from typing import Any
 
 import psycopg
@@ -18,7 +18,7 @@ from airflow_cdc.engine.notifications import InitialSnapshotNotifications
 from airflow_cdc.engine.positions import Phase, SourcePosition
 from airflow_cdc.engine.records import Offset, SourceRecord
 from airflow_cdc.engine.snapshots.coordinator import SnapshotCoordinator
-from airflow_cdc.engine.snapshots.handover import HandOver
+from airflow_cdc.engine.sources.lifecycle import Beginning, SnapshotRun, SourceLifecycle
 from airflow_cdc.engine.sources.postgres import catalog as cat
 from airflow_cdc.engine.sources.postgres import pgoutput
 from airflow_cdc.engine.sources.postgres.changes import (
@@ -79,6 +79,9 @@ class PostgresConnector(SourceConnector):
 
 
 class PostgresTask(SourceTask):
+    """A PostgreSQL task: the :class:`SourceParts` of its :class:`SourceLifecycle`, which runs
+    the phases (initial snapshot, streaming, blocking snapshots)."""
+
     def start(self, context: TaskContext) -> None:
         try:
             self._start(context)
@@ -89,6 +92,7 @@ class PostgresTask(SourceTask):
             raise
 
     def _start(self, context: TaskContext) -> None:
+        self.lifecycle: SourceLifecycle | None = None  # a retried start: not the failed attempt's
         task = PostgresTaskConfig.from_context(context)  # names, filters and modes: no I/O
         s = self.settings = task.settings
         prefix, self.database, self.partition, self.slot = task.prefix, task.database, task.partition, task.slot
@@ -96,7 +100,6 @@ class PostgresTask(SourceTask):
         self.stream: ReplicationStream | None = None
         self.snapshot: SnapshotReader | None = None
         self.initial_snapshot = InitialSnapshotNotifications(context.notifications, prefix)
-        self._batches: Iterator[list[SourceRecord]] | None = None
         self.catalog_conn = _connect(self.conninfo)
         cat.check_server(self.catalog_conn)
         cat.check_include_list(self.catalog_conn, s["table.include.list"], self.database)
@@ -143,22 +146,28 @@ class PostgresTask(SourceTask):
             signal_topic=task.topic(*self.signal_table) if self.signal_table else None,
             qualifier=self.database if task.several else None,  # signals may name db.schema.table
         )
-        self._blocking: str | None = None  # the signal id of a running blocking snapshot
-        self._handover = HandOver()  # polled but not yet handed over (a released chunk)
+        self.lifecycle = SourceLifecycle(
+            f"postgres {self.database}",
+            self,
+            coordinator=self.signalling,
+            initial_snapshot=self.initial_snapshot,
+            poll_interval_s=s["poll.interval.ms"] / 1000,
+        )
         self.stream = ReplicationStream.connect(self.conninfo)
-        self._position(offset, tables)
         self._last_activity = time.monotonic()
         self._last_keepalive_marker = 0.0
+        self.lifecycle.begin(self._beginning(offset, tables))
 
     def _stream_position(self) -> Offset:
         # The end of the last transaction streamed completely: committing it loses nothing.
         return {**self.builder.offset(self.builder.last_completed), "txId": None}
 
     # -- where to begin -------------------------------------------------------------------------
-    def _position(self, offset: Offset | None, tables: list[cat.TableColumns]) -> None:
+    def _beginning(self, offset: Offset | None, tables: list[cat.TableColumns]) -> Beginning:
         """Decide where to begin: snapshot or not, and from which LSN to stream."""
         assert self.stream is not None
         mode = self.settings["snapshot.mode"]
+        streams = mode != "initial_only"
         state = cat.slot_state(self.catalog_conn, self.slot)
         if state is not None and state.active:
             raise SlotActiveError(
@@ -171,8 +180,7 @@ class PostgresTask(SourceTask):
         )
         if state is None:
             if mode == "initial_only" and offset is not None and not unfinished:
-                self.initial_snapshot.skipped()  # done before; there is nothing to stream
-                return
+                return Beginning(None, stream=False)  # done before; there is nothing to stream
             if offset is not None and not unfinished and mode not in ("when_needed", "always"):
                 since = pgoutput.format_lsn(int(offset.get("lsn_commit") or 0))
                 raise CdcError(
@@ -187,8 +195,7 @@ class PostgresTask(SourceTask):
             )
             self.builder.last_completed = consistent
             if export:
-                self._begin_snapshot(tables, snapshot_name, consistent)
-                return
+                return Beginning(self._initial_snapshot(tables, snapshot_name, consistent), streams)
         elif wants_snapshot:
             # The slot survives (a crash mid-snapshot, or snapshot.mode=always): its position is
             # still the point the earlier snapshot was taken at, because nothing is confirmed
@@ -198,20 +205,19 @@ class PostgresTask(SourceTask):
             # exported snapshot would instead leave rows deleted in between in the target.
             resume = int(offset["lsn_commit"]) if offset and offset.get("lsn_commit") else _lsn(state)  # type: ignore[arg-type]
             self.builder.last_completed = resume
-            self._begin_snapshot(tables, None, resume)
-            return
-        self.initial_snapshot.skipped()
-        if mode != "initial_only":
-            self._start_streaming()
+            return Beginning(self._initial_snapshot(tables, None, resume), streams)
+        return Beginning(None, streams)
 
-    def _begin_snapshot(self, tables: list[cat.TableColumns], snapshot_name: str | None, resume_lsn: int) -> None:
+    def _initial_snapshot(
+        self, tables: list[cat.TableColumns], snapshot_name: str | None, resume_lsn: int
+    ) -> SnapshotRun:
         log.info(
             "postgres %s: snapshot of %d table(s), then streaming from %s",
             self.database,
             len(tables),
             pgoutput.format_lsn(resume_lsn),
         )
-        self.snapshot = SnapshotReader(
+        self.snapshot = snapshot = SnapshotReader(
             self.conninfo, snapshot_name, resume_lsn, self.builder, modes=self.modes, lookup=self.catalog.type
         )
         plans = [(t, p) for t, p in self.plans if t.oid in {c.oid for c in tables}]
@@ -220,9 +226,15 @@ class PostgresTask(SourceTask):
         # past a few hundred wide rows the CPU cache misses cost more than the batch saves
         # (measured: 70k rows/s at 256 rows per batch, 48k at 2048).
         batch = min(self.settings["max.batch.size"], SNAPSHOT_BATCH)
-        self._batches = self.snapshot.batches(
+        batches = snapshot.batches(
             plans, batch, self.settings["snapshot.fetch.size"], progress=self.initial_snapshot, replan=self._replan
         )
+        return SnapshotRun(batches, lambda: snapshot.rows, self._close_snapshot)
+
+    def _close_snapshot(self) -> None:
+        snapshot, self.snapshot = self.snapshot, None
+        if snapshot is not None:
+            snapshot.close()
 
     def _plans(self, tables: list[cat.TableColumns]) -> list[tuple[cat.TableColumns, TableSchema]]:
         return [
@@ -247,7 +259,8 @@ class PostgresTask(SourceTask):
         found = [t for t in cat.captured_tables(self.catalog_conn, self.filters) if t.oid == oid]
         return self._plans(found)[0] if found else None
 
-    def _start_streaming(self) -> None:
+    # -- the lifecycle's source parts -------------------------------------------------------------
+    def start_streaming(self) -> None:
         assert self.stream is not None
         self.stream.start(self.slot, self.publication, self.builder.last_completed)
         log.info(
@@ -257,53 +270,22 @@ class PostgresTask(SourceTask):
             pgoutput.format_lsn(self.builder.last_completed),
         )
 
-    # -- polling --------------------------------------------------------------------------------
-    def poll(self) -> list[SourceRecord]:
-        if self._batches is not None:
-            return self._poll_snapshot()
-        if self.stream is None or not self.stream.streaming:
-            time.sleep(self.settings["poll.interval.ms"] / 1000)  # initial_only: nothing more to do
-            return []
-        return self._poll_stream()
-
-    def _poll_snapshot(self) -> list[SourceRecord]:
-        assert self._batches is not None and self.snapshot is not None
-        if self._blocking is not None and self.stream is not None:
-            self.stream.keep_alive()  # the stream waits: keep the server from timing us out
-        batch = next(self._batches, None)
-        if batch is None or (batch and batch[-1].offset.get("snapshot_completed")):
-            log.info("postgres %s: snapshot done, %d rows", self.database, self.snapshot.rows)
-            rows = self.snapshot.rows
-            self.snapshot.close()
-            self.snapshot, self._batches = None, None
-            if self._blocking is not None:
-                self.signalling.blocking_done(self._blocking, rows)
-                self._blocking = None  # streaming goes on where it paused
-            else:
-                self.initial_snapshot.read()  # COMPLETED once committed (see commit)
-                if self.settings["snapshot.mode"] != "initial_only":
-                    self._start_streaming()
-        return batch or []
-
-    def _begin_blocking_snapshot(self, signal_id: str, tables: list[str]) -> None:
+    def blocking_snapshot(self, tables: Sequence[str]) -> SnapshotRun:
         """A blocking snapshot (Debezium's ``type: blocking``): stop reading the stream, read the
         tables in a fresh transaction, then stream on. The rows are newer than the stream's
         position, and the changes streamed afterwards are applied over them: the target
         converges, as after an interrupted initial snapshot (ADR 0004)."""
         log.info("postgres %s: blocking snapshot of %s", self.database, ", ".join(tables))
         plans = [(t, p) for t, p in self.plans if t.qualified in tables]
-        self.snapshot = SnapshotReader(
+        self.snapshot = snapshot = SnapshotReader(
             self.conninfo, None, self.builder.last_completed, self.builder, modes=self.modes, lookup=self.catalog.type
         )
         batch = min(self.settings["max.batch.size"], SNAPSHOT_BATCH)
-        self._batches = self.snapshot.batches(plans, batch, self.settings["snapshot.fetch.size"], replan=self._replan)
-        self._blocking = signal_id
+        batches = snapshot.batches(plans, batch, self.settings["snapshot.fetch.size"], replan=self._replan)
+        return SnapshotRun(batches, lambda: snapshot.rows, self._close_snapshot)
 
-    def _poll_stream(self) -> list[SourceRecord]:
+    def read_changes(self) -> list[SourceRecord]:
         assert self.stream is not None
-        if self._handover.pending:
-            self.signalling.kick()  # the next window is read while these rows are delivered
-            return self._handover.next()
         records: list[SourceRecord] = []
         deadline = time.monotonic() + self.settings["poll.interval.ms"] / 1000
         limit = min(self.settings["max.batch.size"], POLL_BATCH)
@@ -319,16 +301,10 @@ class PostgresTask(SourceTask):
                     records.extend(handle(decode(message.payload), message.start_lsn))
                 elif self._keepalive_may_advance(message.wal_end):
                     records.append(self.builder.marker(message.wal_end))
-        signalling = self.signalling
-        segments = signalling.watch(records)
-        notifications = signalling.after_poll()  # after the rows of a chunk they report on
-        blocking = signalling.take_blocking()
-        if blocking is not None:
-            self._begin_blocking_snapshot(blocking.signal_id, list(blocking.tables))
         if any(r.topic for r in records):
             self._last_activity = time.monotonic()
         self._maybe_heartbeat()
-        return self._handover.first(segments, notifications)
+        return records
 
     def _keepalive_may_advance(self, wal_end: int) -> bool:
         # Between transactions, the server's WAL end is a safe flush position: whatever is still
@@ -352,61 +328,31 @@ class PostgresTask(SourceTask):
         if self.settings["heartbeat.action.query"]:
             self.catalog_conn.execute(self.settings["heartbeat.action.query"])
 
-    def commit(self, offsets: Mapping[str, Offset]) -> None:
-        if self.stream is None:
-            return
-        for offset in offsets.values():
-            flushed = offset.get("lsn_commit")
-            if isinstance(flushed, int) and not offset.get("snapshot"):
-                self.stream.confirm(flushed)
-                self.initial_snapshot.committed()  # an offset after the snapshot: all its rows are in
-
-    def idle(self) -> None:
+    def keep_alive(self) -> None:
+        # The WAL sender cuts a connection that sent no standby status update for
+        # wal_sender_timeout, read or not: while the stream waits, still tell it we live.
         if self.stream is not None:
             self.stream.keep_alive()
 
-    def metrics(self) -> dict[str, float]:
-        out: dict[str, float] = {}
-        stream, snapshot = self.stream, self.snapshot
-        if stream is not None and stream.streaming:
-            # received: the newest WAL position the server reported; flushed: what we confirmed
-            # (a commit's end LSN, which can lie past the last message's start).
-            flushed = stream.flushed_lsn
-            received = max(stream.received_lsn, flushed)
-            out.update(received_lsn=received, flushed_lsn=flushed, lag_bytes=received - flushed)
-        if snapshot is not None:
-            out["snapshot_rows_scanned"] = snapshot.rows
-        signalling = getattr(self, "signalling", None)
-        if signalling is not None:
-            out.update(signalling.metrics())
-        return out
+    def confirm(self, offset: Offset) -> None:
+        flushed = offset.get("lsn_commit")
+        if isinstance(flushed, int) and self.stream is not None:
+            self.stream.confirm(flushed)
 
-    def position(self) -> SourcePosition:
-        stream, partition = getattr(self, "stream", None), getattr(self, "partition", None)
-        if getattr(self, "snapshot", None) is not None:
-            return SourcePosition(Phase.SNAPSHOTTING, partition)
-        if stream is not None and stream.streaming:
-            # The newest WAL position the server reported (it may lie in other databases).
-            return SourcePosition(Phase.STREAMING, partition, lsn_offset(max(stream.received_lsn, stream.flushed_lsn)))
-        if partition is not None and self.settings["snapshot.mode"] == "initial_only":
-            return SourcePosition(Phase.FINISHED, partition)
-        return SourcePosition(Phase.STARTING, partition)
+    def newest_position(self) -> Offset | None:
+        stream = self.stream
+        if stream is None:
+            return None
+        # The newest WAL position the server reported (it may lie in other databases).
+        return lsn_offset(max(stream.received_lsn, stream.flushed_lsn))
 
-    def stop(self) -> None:
-        initial_snapshot = getattr(self, "initial_snapshot", None)
-        if initial_snapshot is not None:
-            initial_snapshot.stopped()
-        signalling = getattr(self, "signalling", None)
-        if signalling is not None:
-            signalling.close()
+    def close(self) -> None:
         stream, self.stream = getattr(self, "stream", None), None
         walsender = None
         if stream is not None:
             walsender = stream.backend_pid
             stream.close()  # first: the server's WAL sender lets go of the slot (soon after)
-        snapshot, self.snapshot = getattr(self, "snapshot", None), None
-        if snapshot is not None:
-            snapshot.close()
+        self._close_snapshot()
         conn = getattr(self, "catalog_conn", None)  # closing twice is harmless
         if conn is not None:
             try:
@@ -414,6 +360,47 @@ class PostgresTask(SourceTask):
                     cat.drop_slot(conn, self.slot, own_pid=walsender)
             finally:
                 conn.close()
+
+    # -- the engine's task contract ---------------------------------------------------------------
+    def poll(self) -> list[SourceRecord]:
+        assert self.lifecycle is not None
+        return self.lifecycle.poll()
+
+    def commit(self, offsets: Mapping[str, Offset]) -> None:
+        if self.lifecycle is not None:
+            self.lifecycle.commit(offsets)
+
+    def idle(self) -> None:
+        if self.lifecycle is not None:
+            self.lifecycle.idle()
+
+    def metrics(self) -> dict[str, float]:
+        out: dict[str, float] = {}
+        stream = getattr(self, "stream", None)
+        if stream is not None and stream.streaming:
+            # received: the newest WAL position the server reported; flushed: what we confirmed
+            # (a commit's end LSN, which can lie past the last message's start).
+            flushed = stream.flushed_lsn
+            received = max(stream.received_lsn, flushed)
+            out.update(received_lsn=received, flushed_lsn=flushed, lag_bytes=received - flushed)
+        lifecycle = getattr(self, "lifecycle", None)
+        if lifecycle is not None:
+            out.update(lifecycle.metrics())
+        return out
+
+    def position(self) -> SourcePosition:
+        partition = getattr(self, "partition", None)
+        lifecycle: SourceLifecycle | None = getattr(self, "lifecycle", None)
+        if lifecycle is None:
+            return SourcePosition(Phase.STARTING, partition)
+        return lifecycle.position(partition)
+
+    def stop(self) -> None:
+        lifecycle = getattr(self, "lifecycle", None)
+        if lifecycle is not None:
+            lifecycle.stop()  # the notifications and the coordinator, then close()
+        else:
+            self.close()
 
 
 def _lsn(state: cat.SlotState) -> int:

@@ -1,10 +1,7 @@
 """PostgreSQL's side of incremental snapshots (a :class:`ChunkSource`): key-ordered chunks in
 read-only transactions, watermarks in the signal table (or WAL messages in read-only mode), and
-which transactions a chunk's read saw (its snapshot).
-
-Chunk keys travel as the server's text for each key column and are compared by the server
-(``(k1, k2) > ('text1'::type1, 'text2'::type2)``, the texts as literals), so composite keys and
-any orderable type work and no value is ever re-encoded on our side.
+which transactions a chunk's read saw (its snapshot). The SQL is composed in
+:mod:`.chunk_queries`; a chunk's rows wait in :mod:`.chunk_rows` until they are released.
 
 psycopg's errors stay here: a lost connection leaves as RetriableError, any other refused
 query as TableReadError (the snapshot fails the table and goes on).
@@ -19,18 +16,16 @@ import re
 import time
 from collections.abc import Callable, Hashable, Iterator
 from concurrent.futures import ThreadPoolExecutor
-from dataclasses import dataclass
 from typing import Any, ParamSpec, TypeVar
 
 import psycopg
 from psycopg import sql
 from psycopg.types.string import TextLoader
 
-from airflow_cdc.engine.envelope import source_info
 from airflow_cdc.engine.errors import RetriableError
-from airflow_cdc.engine.records import Offset, Partition, SourceRecord
+from airflow_cdc.engine.records import Partition, SourceRecord
 from airflow_cdc.engine.signals import watermark
-from airflow_cdc.engine.signals.signal import WINDOW_CLOSE, WINDOW_OPEN, SignalError
+from airflow_cdc.engine.signals.signal import SignalError
 from airflow_cdc.engine.snapshots.chunks import (
     NO_PRIMARY_KEY,
     UNKNOWN_SCHEMA,
@@ -40,9 +35,11 @@ from airflow_cdc.engine.snapshots.chunks import (
     check_single_predicate,
 )
 from airflow_cdc.engine.sources.postgres import blocking
+from airflow_cdc.engine.sources.postgres import chunk_queries as queries
 from airflow_cdc.engine.sources.postgres.catalog import TableColumns
-from airflow_cdc.engine.sources.postgres.changes import CONNECTOR, WATERMARK_PREFIX, TableSchema
-from airflow_cdc.engine.sources.postgres.snapshot import key_function, read_records
+from airflow_cdc.engine.sources.postgres.changes import TableSchema
+from airflow_cdc.engine.sources.postgres.chunk_queries import ChunkKey
+from airflow_cdc.engine.sources.postgres.chunk_rows import ChunkRows, record_maker
 from airflow_cdc.engine.sources.postgres.snapshot_columns import SnapshotColumns, plan_columns
 from airflow_cdc.engine.sources.postgres.types import TypeInfo, ValueModes
 from airflow_cdc.engine.sources.postgres.visibility import KEEP_SNAPSHOT, KEPT_SNAPSHOT, READ, ReadSnapshot
@@ -66,12 +63,6 @@ def _engine_errors(method: Callable[P, R]) -> Callable[P, R]:
             raise TableReadError(str(exc).strip()) from exc
 
     return mapped
-
-
-@dataclass(frozen=True)
-class _Chunking:
-    columns: tuple[str, ...]
-    types: tuple[str, ...]  # format_type() of each, for the casts of the bounds
 
 
 class PostgresChunkSource:
@@ -105,7 +96,7 @@ class PostgresChunkSource:
         self._signal = signal_table
         self._strategy = strategy
         self._read_only = read_only
-        self._chunking: dict[tuple[str, str | None], _Chunking] = {}
+        self._chunking: dict[tuple[str, str | None], ChunkKey] = {}
         self._surrogates: dict[str, str] = {}
 
     # -- tables ----------------------------------------------------------------------------------
@@ -126,7 +117,7 @@ class PostgresChunkSource:
             return NO_PRIMARY_KEY
         return None
 
-    def _key(self, plan: TablePlan) -> _Chunking:
+    def _key(self, plan: TablePlan) -> ChunkKey:
         cached = self._chunking.get((plan.name, plan.surrogate_key))
         if cached is not None:
             return cached
@@ -149,7 +140,7 @@ class PostgresChunkSource:
             (table.oid, columns),
         ).fetchall()
         types = dict(rows)
-        chunking = _Chunking(tuple(columns), tuple(types[c] for c in columns))
+        chunking = ChunkKey(tuple(columns), tuple(types[c] for c in columns))
         self._chunking[(plan.name, plan.surrogate_key)] = chunking
         return chunking
 
@@ -177,13 +168,7 @@ class PostgresChunkSource:
     @_engine_errors
     def max_key(self, plan: TablePlan) -> tuple[str, ...] | None:
         key = self._key(plan)
-        # Qualified: an unqualified name in ORDER BY would sort by the text output column.
-        table = self._ident(plan.name)
-        columns = sql.SQL(", ").join(sql.SQL("{}::text").format(sql.Identifier(c)) for c in key.columns)
-        order = sql.SQL(", ").join(sql.SQL("{}.{} desc").format(table, sql.Identifier(c)) for c in key.columns)
-        query = sql.SQL("select {} from {}{} order by {} limit 1").format(
-            columns, self._ident(plan.name), self._where(plan), order
-        )
+        query = queries.max_key_query(self._ident(plan.name), key, queries.where(plan, key))
         with self._read_only_txn() as conn:
             row = conn.execute(query).fetchone()
         return None if row is None else tuple(row)
@@ -225,7 +210,8 @@ class PostgresChunkSource:
         closing = watermark.metadata(opened, time.time_ns(), correlation_id, plan.name)
         close = sql.SQL("; ").join([sql.SQL("commit"), self._watermark(window_id, "close", closing), KEPT_SNAPSHOT])
         seen = ReadSnapshot.parse(blocking.execute(conn, close).get_value(0, 0).decode())  # type: ignore[union-attr]
-        rows = _ChunkRows(parts, self._record_maker(schema, columns), self._batch)
+        make = record_maker(schema, columns, server=self._server, database=self._database, partition=self._partition)
+        rows = ChunkRows(parts, make, self._batch)
         return Chunk(rows, last_key, complete, seen)
 
     def _range_query(
@@ -235,22 +221,8 @@ class PostgresChunkSource:
         key's text."""
         columns = self._select_list(plan.name)
         key = self._key(plan)
-        captured = sql.SQL(", ").join(columns.expressions)
-        keys = sql.SQL(", ").join(
-            sql.SQL("{}::text as {}").format(sql.Identifier(c), sql.Identifier(f"__cdc_key_{i}"))
-            for i, c in enumerate(key.columns)
-        )
-        order = sql.SQL(", ").join(
-            sql.SQL("{}.{}").format(self._ident(plan.name), sql.Identifier(c)) for c in key.columns
-        )
-        return sql.SQL("select {}, {} from {}{} order by {}{}").format(
-            captured,
-            keys,
-            self._ident(plan.name),
-            self._where(plan, after, upto),
-            order,
-            sql.SQL("") if limit is None else sql.SQL(" limit {}").format(sql.Literal(limit)),
-        )
+        where = queries.where(plan, key, after, upto)
+        return queries.range_query(self._ident(plan.name), columns.expressions, key, where, limit)
 
     def _chunk_cursor(self, conn: psycopg.Connection[tuple[Any, ...]], table: str) -> psycopg.Cursor[tuple[Any, ...]]:
         """A cursor whose loaders read the columns that arrive as text as the stream's text
@@ -293,24 +265,9 @@ class PostgresChunkSource:
         snapshot - older than the ranges' - stands for the window's (what it saw, they saw)."""
         key = self._key(plan)
         per_reader = -(-limit // self._threads)
-        columns = sql.SQL(", ").join(sql.Identifier(c) for c in key.columns)
-        texts = sql.SQL(", ").join(sql.SQL("{}::text").format(sql.Identifier(c)) for c in key.columns)
-        table = self._ident(plan.name)
-        order = sql.SQL(", ").join(sql.SQL("{}.{}").format(table, sql.Identifier(c)) for c in key.columns)
-        boundaries_query = sql.SQL(
-            "select * from (select {texts}, row_number() over (order by {columns}) as n from "
-            "(select {columns} from {table}{where} order by {order} limit {limit}) keys) numbered "
-            "where mod(n, {per}) = 0"
-        ).format(
-            texts=texts,
-            order=order,
-            columns=columns,
-            table=table,
-            where=self._where(plan, after, upto),
-            limit=sql.Literal(limit),
-            per=sql.Literal(per_reader),
-        )
-        read = sql.SQL("; ").join([opening, READ, KEEP_SNAPSHOT, boundaries_query])
+        where = queries.where(plan, key, after, upto)
+        boundaries = queries.boundaries_query(self._ident(plan.name), key, where, limit, per_reader)
+        read = sql.SQL("; ").join([opening, READ, KEEP_SNAPSHOT, boundaries])
         bounds = [tuple(row[:-1]) for row in blocking.Rows(conn.cursor(), blocking.execute(conn, read)).load()]
         # Ranges between boundaries are read whole (rows inserted there meanwhile included: no
         # gap); only the last range is limited, and where it stops the next window begins.
@@ -371,41 +328,6 @@ class PostgresChunkSource:
             except queue.Empty:
                 return
 
-    def _record_maker(
-        self, schema: TableSchema, columns: SnapshotColumns
-    ) -> Callable[[list[tuple[Any, ...]], Offset], list[SourceRecord]]:
-        """Makes a chunk's ``op=r`` records (the rows' trailing key texts are left out); the
-        source block is the one of the read."""
-        now = time.time_ns()
-        source = source_info(
-            connector=CONNECTOR,
-            name=self._server,
-            ts_ns=now,
-            db=self._database,
-            snapshot="incremental",
-            sequence=None,
-            schema=schema.schema,
-            table=schema.name,
-            # Debezium leaves txId, lsn and xmin out of incremental snapshot events
-            # (PostgresSourceInfoStructMaker): they would name the stream's position, not the read's.
-            txId=None,
-            lsn=None,
-            xmin=None,
-            origin=None,
-            origin_lsn=None,
-        )
-        after_of, key_of, topic = columns.row_builder(schema), key_function(schema.key), schema.topic
-        partition, ts_ms = self._partition, now // 1_000_000
-
-        def make(rows: list[tuple[Any, ...]], offset: Offset) -> list[SourceRecord]:
-            # Debezium emits a window's rows at its close's commit, with the stream's position
-            # there as both halves of source.sequence; ours go at the close, from its position.
-            lsn = offset.get("lsn")
-            released = source if lsn is None else {**source, "sequence": f'["{lsn}","{lsn}"]'}
-            return read_records(rows, after_of, key_of, topic, released, partition, offset, ts_ms)
-
-        return make
-
     def transaction(self, record: SourceRecord) -> Hashable:
         return record.offset.get("txId")
 
@@ -425,50 +347,14 @@ class PostgresChunkSource:
 
     # -- watermarks -------------------------------------------------------------------------------
     def _watermark(self, window_id: str, kind: str, data: str) -> sql.Composed:
-        """The statements that write a watermark, in a transaction of their own (``data``: the
-        row's metadata, see :mod:`airflow_cdc.engine.signals.watermark`)."""
-        if self._read_only or self._signal is None:
-            write = sql.SQL("select pg_logical_emit_message(true, {}, {})").format(
-                sql.Literal(WATERMARK_PREFIX), sql.Literal(f"{kind}:{window_id}")
-            )
-        elif kind == "close" and self._strategy == "insert_delete":
-            write = sql.SQL("delete from {} where id = {}").format(
-                sql.Identifier(*self._signal), sql.Literal(f"{window_id}-open")
-            )
-        else:
-            write = sql.SQL("insert into {} (id, type, data) values ({}, {}, {})").format(
-                sql.Identifier(*self._signal),
-                sql.Literal(f"{window_id}-{kind}"),
-                sql.Literal(WINDOW_OPEN if kind == "open" else WINDOW_CLOSE),
-                sql.Literal(data),
-            )
-        return sql.SQL("begin; {}; commit").format(write)
+        return queries.watermark_statements(
+            window_id, kind, data, signal=self._signal, strategy=self._strategy, read_only=self._read_only
+        )
 
     # -- helpers ----------------------------------------------------------------------------------
     def _ident(self, table: str) -> sql.Composable:
         columns, _ = self._tables[table]
         return sql.Identifier(columns.schema, columns.name)
-
-    def _where(
-        self, plan: TablePlan, after: tuple[str, ...] | None = None, upto: tuple[str, ...] | None = None
-    ) -> sql.Composable:
-        """``where [key > after] [and key <= upto] [and (filter)]``. The bounds are the server's
-        text of each key column, as literals cast to the column's type."""
-        parts: list[sql.Composable] = []
-        if after is not None or upto is not None:
-            key = self._key(plan)
-            row = sql.SQL(", ").join(sql.Identifier(c) for c in key.columns)
-            for bound, operator in ((after, ">"), (upto, "<=")):
-                if bound is not None:
-                    values = sql.SQL(", ").join(
-                        sql.SQL("{}::" + t).format(sql.Literal(v)) for v, t in zip(bound, key.types, strict=True)
-                    )
-                    parts.append(sql.SQL("({}) " + operator + " ({})").format(row, values))
-        if plan.filter:
-            parts.append(sql.SQL("({})").format(sql.SQL(plan.filter)))
-        if not parts:
-            return sql.SQL("")
-        return sql.SQL(" where ") + sql.SQL(" and ").join(parts)
 
     @contextlib.contextmanager
     def _read_only_txn(self) -> Iterator[psycopg.Connection[tuple[Any, ...]]]:
@@ -484,30 +370,6 @@ class PostgresChunkSource:
         if self._window_conn is None:
             self._window_conn = _reader_connection(self._conninfo)
         return self._window_conn
-
-
-class _ChunkRows:
-    """A window's rows in libpq's results, made records ``batch`` at a time when released."""
-
-    def __init__(
-        self,
-        parts: list[blocking.Rows],
-        make: Callable[[list[tuple[Any, ...]], Offset], list[SourceRecord]],
-        batch: int,
-    ) -> None:
-        self._parts, self._make, self._batch = parts, make, batch
-        self._count = sum(len(part) for part in parts)
-
-    def __len__(self) -> int:
-        return self._count
-
-    def records(self, offset: Offset) -> Iterator[list[SourceRecord]]:
-        parts, self._parts = self._parts, []  # released once
-        for part in parts:
-            size = len(part)
-            for start in range(0, size, self._batch):
-                yield self._make(part.load(start, min(start + self._batch, size)), offset)
-            part.clear()
 
 
 def _reader_connection(conninfo: str) -> psycopg.Connection[tuple[Any, ...]]:
