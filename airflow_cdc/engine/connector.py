@@ -1,5 +1,14 @@
 """The source contract, after Kafka Connect: a connector splits work into task configs; each
 task runs on its own thread, owns its own offset partitions, and is polled for records.
+
+And the connector registry: the one place that knows, per kind of source, the
+``connector.class`` names that mean it (our short names, Debezium's Java class, our Python
+path), its position codec, and how tools outside capture reach its database
+(``sources/database.py``). Everything else asks here instead of testing a class name: the engine
+resolves ``connector.class``, the Kafka Connect backend reads the source's position, the signal
+hook writes the signal table, Airflow's source connections name their connector, the local
+Connect worker checks its plugins. Entries name their implementations by ``module:attribute``
+and load them when asked, so importing the contract loads no source and no database driver.
 """
 
 from __future__ import annotations
@@ -9,7 +18,7 @@ import importlib
 import time
 from collections.abc import Mapping
 from dataclasses import dataclass, field
-from typing import ClassVar
+from typing import TYPE_CHECKING, Any, ClassVar
 
 from airflow_cdc.engine.config import Config, ConfigDef
 from airflow_cdc.engine.errors import ConfigProblem
@@ -18,6 +27,9 @@ from airflow_cdc.engine.positions import OPAQUE_POSITIONS, Phase, PositionCodec,
 from airflow_cdc.engine.records import Offset, Partition, SourceRecord
 from airflow_cdc.engine.signals.channels import InProcessChannel
 from airflow_cdc.engine.storage.base import OffsetReader
+
+if TYPE_CHECKING:
+    from airflow_cdc.engine.sources.database import SourceDatabase
 
 
 class Clock:
@@ -113,24 +125,105 @@ class SourceConnector(abc.ABC):
         pass
 
 
-#: ``connector.class`` values: short names, Debezium's Java class names, and Python paths.
-_POSTGRES = "airflow_cdc.engine.sources.postgres.connector:PostgresConnector"
-_MYSQL = "airflow_cdc.engine.sources.mysql.connector:MySqlConnector"
-_MARIADB = "airflow_cdc.engine.sources.mysql.connector:MariaDbConnector"
+# -- the connector registry ------------------------------------------------------------------------
+@dataclass(frozen=True)
+class SourceKind:
+    """One kind of source."""
+
+    name: str
+    #: Our connector, ``module:Class``.
+    connector: str
+    #: The position codec, ``module:attribute`` (the connector's ``positions``).
+    positions: str
+    #: Debezium's connector class ("" when Debezium has none).
+    debezium_class: str = ""
+    #: Other short names ``connector.class`` may give.
+    aliases: tuple[str, ...] = ()
+    #: Its :class:`SourceDatabase`, ``module:attribute`` ("" for a source without a database).
+    database: str = ""
+
+    @property
+    def names(self) -> tuple[str, ...]:
+        """Every ``connector.class`` value that means this connector."""
+        dotted = self.connector.replace(":", ".")
+        return tuple(n for n in (self.name, *self.aliases, self.debezium_class, self.connector, dotted) if n)
+
+    def codec(self) -> PositionCodec:
+        codec: PositionCodec = _load(self.positions)
+        return codec
+
+    def source_database(self) -> SourceDatabase | None:
+        if not self.database:
+            return None
+        database: SourceDatabase = _load(self.database)
+        return database
+
+
+_PACKAGE = "airflow_cdc.engine.sources"
+SYNTHETIC_KIND = SourceKind(
+    "synthetic",
+    f"{_PACKAGE}.synthetic:SyntheticConnector",
+    positions=f"{_PACKAGE}.synthetic:SyntheticConnector.positions",
+)
+POSTGRES_KIND = SourceKind(
+    "postgres",
+    f"{_PACKAGE}.postgres.connector:PostgresConnector",
+    positions=f"{_PACKAGE}.postgres.positions:POSTGRES_POSITIONS",
+    debezium_class="io.debezium.connector.postgresql.PostgresConnector",
+    aliases=("postgresql",),
+    database=f"{_PACKAGE}.postgres.database:POSTGRES_DATABASE",
+)
+MYSQL_KIND = SourceKind(
+    "mysql",
+    f"{_PACKAGE}.mysql.connector:MySqlConnector",
+    positions=f"{_PACKAGE}.mysql.positions:MYSQL_POSITIONS",
+    debezium_class="io.debezium.connector.mysql.MySqlConnector",
+    database=f"{_PACKAGE}.mysql.database:MYSQL_DATABASE",
+)
+MARIADB_KIND = SourceKind(
+    "mariadb",
+    f"{_PACKAGE}.mysql.connector:MariaDbConnector",
+    positions=f"{_PACKAGE}.mysql.positions:MYSQL_POSITIONS",
+    debezium_class="io.debezium.connector.mariadb.MariaDbConnector",
+    database=f"{_PACKAGE}.mysql.database:MARIADB_DATABASE",
+)
+KINDS: tuple[SourceKind, ...] = (SYNTHETIC_KIND, POSTGRES_KIND, MYSQL_KIND, MARIADB_KIND)
+
+#: ``connector.class`` short names and Debezium's Java class names -> our ``module:Class``
+#: (Python paths are imported as they are: :func:`load_connector_class`).
 CONNECTOR_CLASSES: dict[str, str] = {
-    "synthetic": "airflow_cdc.engine.sources.synthetic:SyntheticConnector",
-    "postgres": _POSTGRES,
-    "postgresql": _POSTGRES,
-    "io.debezium.connector.postgresql.PostgresConnector": _POSTGRES,
-    "mysql": _MYSQL,
-    "mariadb": _MARIADB,
-    "io.debezium.connector.mysql.MySqlConnector": _MYSQL,
-    "io.debezium.connector.mariadb.MariaDbConnector": _MARIADB,
+    name: kind.connector for kind in KINDS for name in (kind.name, *kind.aliases, kind.debezium_class) if name
 }
+#: Debezium's connectors, which a Kafka Connect worker needs on its plugin path.
+DEBEZIUM_CONNECTORS: tuple[str, ...] = tuple(kind.debezium_class for kind in KINDS if kind.debezium_class)
+
+_BY_NAME: dict[str, SourceKind] = {name.lower(): kind for kind in KINDS for name in kind.names}
+
+
+def source_kind(connector_class: Any) -> SourceKind | None:
+    """The kind a ``connector.class`` value means (any case); None for a plugin of another
+    module or a class Debezium has and we do not."""
+    return _BY_NAME.get(str(connector_class or "").strip().lower())
+
+
+def source_database(connector_class: Any) -> SourceDatabase | None:
+    """How to reach the database of the source a ``connector.class`` names; None when it is
+    none we know or has no database (``synthetic``)."""
+    kind = source_kind(connector_class)
+    return kind.source_database() if kind is not None else None
+
+
+def _load(path: str) -> Any:
+    module_name, _, attributes = path.partition(":")
+    value: Any = importlib.import_module(module_name)
+    for attribute in attributes.split("."):
+        value = getattr(value, attribute)
+    return value
 
 
 def load_connector_class(name: str) -> type[SourceConnector]:
-    """Resolve ``connector.class``; ``module:Class`` and ``module.Class`` paths work too."""
+    """Resolve ``connector.class``: a name the registry knows, or any ``module:Class`` /
+    ``module.Class`` path."""
     path = CONNECTOR_CLASSES.get(name, name)
     module_name, sep, attr = path.partition(":")
     if not sep:

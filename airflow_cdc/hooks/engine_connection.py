@@ -51,6 +51,7 @@ from airflow_cdc.engine.errors import ConfigError, ConfigProblem
 from airflow_cdc.engine.server import control
 from airflow_cdc.engine.server.client import EngineClient, tls_context
 from airflow_cdc.engine.server.config_file import load_config_file
+from airflow_cdc.hooks.source_config import connection_extras as _extras
 
 DEFAULT_TIMEOUT = 10.0
 #: The connection types, and the backend each one drives.
@@ -95,22 +96,6 @@ class EngineConnection:
             f"EngineConnection(url={self.url!r}, token={token!r}, instance={self.instance!r}, "
             f"config_path={self.config_path!r}, timeout={self.timeout}, backend={self.backend!r})"
         )
-
-
-def _extras(extra: str | Mapping[str, Any] | None, conn_id: str) -> dict[str, Any]:
-    if not extra:
-        return {}
-    if isinstance(extra, Mapping):
-        return dict(extra)
-    try:
-        parsed = json.loads(extra)
-    except ValueError:
-        raise ConfigError(
-            [ConfigProblem(f"{conn_id}.extra", "is not JSON", "write the extras as a JSON object")]
-        ) from None
-    if not isinstance(parsed, dict):
-        raise ConfigError([ConfigProblem(f"{conn_id}.extra", "is not a JSON object", 'write {"config_path": ...}')])
-    return parsed
 
 
 def _url(host: str | None, port: int | None, schema: str | None) -> str | None:

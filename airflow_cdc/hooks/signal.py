@@ -15,29 +15,28 @@ notification carrying the signal's id, which :meth:`CdcSignalHook.send` returns.
 
 from __future__ import annotations
 
-import re
 import uuid
-from collections.abc import Callable, Mapping
+from collections.abc import Mapping
 from functools import cached_property
 from typing import Any
 
 import orjson
 from airflow.sdk import BaseHook
 
-from airflow_cdc.engine import mysql_client
+from airflow_cdc.engine.connector import source_database
 from airflow_cdc.engine.errors import CdcError, ConfigError, ConfigProblem, MissingDependencyError
 from airflow_cdc.engine.kafka_settings import kafka_python_config, open_client, security_settings
 from airflow_cdc.engine.signals import parse_signal
 from airflow_cdc.engine.signals.channels import CONSUMER_PREFIX as SIGNAL_CONSUMER_PREFIX
+from airflow_cdc.engine.sources.database import check_signal_table
 from airflow_cdc.hooks.engine import CdcEngineHook
-from airflow_cdc.hooks.source_config import SourceConfig, from_connection
+from airflow_cdc.hooks.source_config import from_connection
 
 CHANNELS = ("api", "source", "kafka")
 #: The engine's default ``signal.enabled.channels``.
 DEFAULT_CHANNELS = ("source", "api")
 #: Debezium's signal table holds ``data varchar(2048)``.
 MAX_TABLE_DATA = 2048
-_TABLE_NAME = re.compile(r"^[A-Za-z_][A-Za-z0-9_$]*(\.[A-Za-z_][A-Za-z0-9_$]*){0,2}$")
 
 
 def _listed(value: Any) -> tuple[str, ...]:
@@ -173,10 +172,7 @@ class CdcSignalHook(BaseHook):
                     )
                 ]
             )
-        if not _TABLE_NAME.match(table):
-            raise ConfigError(
-                [ConfigProblem("signal.data.collection", f"{table!r} is not a plain table name", "use schema.table")]
-            )
+        check_signal_table(table)
         if not self.source_conn_id:
             raise ConfigError(
                 [ConfigProblem("source_conn_id", "is not set", "give the source database's connection id")]
@@ -193,17 +189,14 @@ class CdcSignalHook(BaseHook):
                     )
                 ]
             )
-        # PostgreSQL with database.names: "<database>.<schema>.<table>" names the database to
-        # write to; MySQL's "<database>.<table>" does. Otherwise the connection's database.
-        parts = table.split(".")
-        names_database = len(parts) == 3 or (len(parts) == 2 and source.mapping.collection_names_database)
-        database, name = (parts[0], ".".join(parts[1:])) if names_database else ("", table)
-        connect = DRIVERS[source.mapping.driver]
+        # The source says which database the table's name means (PostgreSQL's
+        # "<database>.<schema>.<table>", MySQL's "<database>.<table>") and writes the row.
+        database = source_database(source.properties["connector.class"])
+        assert database is not None  # every source connection maps to a database's connector
+        name_database, name = database.signal_target(table, config, source.properties)
         try:
-            with connect(source, database or _database_name(config.get(source.mapping.database_key))) as conn:
-                conn.cursor().execute(
-                    f"insert into {name} (id, type, data) values (%s, %s, %s)", (signal_id, kind, text)
-                )
+            with database.connect(source.properties, source.password, database=name_database) as conn:
+                database.write_signal(conn, name, signal_id, kind, text)
         except CdcError:
             raise
         except Exception as exc:  # the driver's own error: its message says what the server said
@@ -261,49 +254,3 @@ class CdcSignalHook(BaseHook):
             extra = self.get_connection(self.kafka_conn_id).extra_dejson
             settings = {**({} if extra.get("bootstrap.servers") else settings), **extra}
         return kafka_python_config(settings, KafkaProducer.DEFAULT_CONFIG, strict=False)
-
-
-# -- DB-API connections of the source maps' drivers --------------------------------------------------
-_NOT_ONE_NAME = re.compile(r"[,\s*+?()\[\]{}|\\^]")
-
-
-def _database_name(value: Any) -> str | None:
-    """The one database a setting names (MySQL's database.include.list may list several, or be
-    a pattern: then none, and the signal table's name must say which)."""
-    text = str(value or "").strip()
-    return text if text and not _NOT_ONE_NAME.search(text) else None
-
-
-def _psycopg(source: SourceConfig, database: str | None) -> Any:
-    import psycopg
-
-    p = source.properties
-    return psycopg.connect(
-        host=p.get("database.hostname"),
-        port=p.get("database.port"),
-        user=p.get("database.user"),
-        password=source.password,
-        dbname=database or p.get("database.dbname"),
-        sslmode=p.get("database.sslmode"),
-        **{k: p[f"database.{k}"] for k in ("sslrootcert", "sslcert", "sslkey") if p.get(f"database.{k}")},
-        connect_timeout=10,
-        autocommit=True,
-    )
-
-
-def _pymysql(source: SourceConfig, database: str | None) -> Any:
-
-    p = source.properties
-    return mysql_client.connect(
-        host=p.get("database.hostname"),
-        port=int(p.get("database.port") or 3306),
-        user=p.get("database.user"),
-        password=source.password or "",
-        database=database or _database_name(p.get("database.include.list")),
-        connect_timeout=10,
-        autocommit=True,
-        **mysql_client.tls_params(p),
-    )
-
-
-DRIVERS: dict[str, Callable[[SourceConfig, str | None], Any]] = {"psycopg": _psycopg, "pymysql": _pymysql}

@@ -21,6 +21,7 @@ from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field
 from typing import Any
 
+from airflow_cdc.engine.connector import KINDS, source_kind
 from airflow_cdc.engine.errors import ConfigError, ConfigProblem
 from airflow_cdc.engine.server.instance_files import override_problems
 
@@ -43,8 +44,9 @@ class SourceMapping:
     """How one Airflow connection type becomes engine configuration."""
 
     conn_type: str
-    #: ``connector.class`` values this connection can feed; the first is the default.
-    connector_classes: tuple[str, ...]
+    #: The kinds of source (``airflow_cdc.engine.connector.KINDS``) this connection can feed; the
+    #: first is the default.
+    kinds: tuple[str, ...]
     #: Connection attribute -> Debezium key.
     fields: Mapping[str, str]
     #: Connection extra -> (Debezium key, how the extra's value is written there).
@@ -56,22 +58,22 @@ class SourceMapping:
     #: The environment variable the source's driver reads a password from when the
     #: configuration carries none (libpq: PGPASSWORD): how a detached instance gets it.
     password_env: str = ""
-    #: The DB-API driver the signal hook writes the signal table with.
-    driver: str = ""
     #: OpenLineage's dataset namespace scheme (``postgres://host:port``).
     lineage_scheme: str = ""
     #: The Debezium key naming the database, for lineage names.
     database_key: str = "database.dbname"
     #: The server's port when the configuration names none.
     default_port: int = 0
-    #: A data collection ``a.b`` names database ``a`` (MySQL's ``database.table``), not a
-    #: schema of the connection's database (PostgreSQL's ``schema.table``).
-    collection_names_database: bool = False
+
+    @property
+    def connector_classes(self) -> tuple[str, ...]:
+        """Debezium's ``connector.class`` of each kind; the first is the default."""
+        return tuple(kind.debezium_class for name in self.kinds for kind in KINDS if kind.name == name)
 
 
 POSTGRES = SourceMapping(
     conn_type="postgres",
-    connector_classes=("io.debezium.connector.postgresql.PostgresConnector",),
+    kinds=("postgres",),
     fields={
         "host": "database.hostname",
         "port": "database.port",
@@ -81,14 +83,13 @@ POSTGRES = SourceMapping(
     # The postgres provider's extras, which are libpq's TLS parameters, to Debezium's keys.
     extras={name: (f"database.{name}", str) for name in ("sslmode", "sslrootcert", "sslcert", "sslkey")},
     password_env="PGPASSWORD",
-    driver="psycopg",
     lineage_scheme="postgres",
     default_port=5432,
 )
 
 MYSQL = SourceMapping(
     conn_type="mysql",
-    connector_classes=("io.debezium.connector.mysql.MySqlConnector", "io.debezium.connector.mariadb.MariaDbConnector"),
+    kinds=("mysql", "mariadb"),
     # Airflow's MySQL connection names one database in ``schema``; Debezium's MySQL connector
     # reads the whole server and filters databases with database.include.list.
     fields={
@@ -99,11 +100,9 @@ MYSQL = SourceMapping(
     },
     extras={"ssl_mode": ("database.ssl.mode", lambda value: str(value).lower())},
     password_env="MYSQL_PWD",
-    driver="pymysql",
     lineage_scheme="mysql",
     database_key="database.include.list",
     default_port=3306,
-    collection_names_database=True,
 )
 
 #: The maps, by Airflow connection type (``postgresql`` is how some URIs spell ``postgres``).
@@ -126,9 +125,11 @@ def mapping_for(conn_type: str | None, conn_id: str) -> SourceMapping:
 
 
 def mapping_of_connector(connector_class: str | None) -> SourceMapping | None:
-    """The map whose connector the class names (None for ``synthetic`` or a plugin)."""
+    """The map whose connector ``connector.class`` names, by any of the registry's names for
+    it (None for ``synthetic`` or a plugin)."""
+    kind = source_kind(connector_class)
     for mapping in (POSTGRES, MYSQL):
-        if connector_class in mapping.connector_classes:
+        if kind is not None and kind.name in mapping.kinds:
             return mapping
     return None
 
@@ -156,7 +157,9 @@ class SourceConfig:
         return {**config, self.mapping.secret_key: self.password} if self.password else dict(config)
 
 
-def _extras(extra: str | Mapping[str, Any] | None, conn_id: str) -> dict[str, Any]:
+def connection_extras(extra: str | Mapping[str, Any] | None, conn_id: str) -> dict[str, Any]:
+    """A connection's extra as a dict (Airflow keeps it as JSON text); ConfigError naming the
+    connection when it is not a JSON object."""
     if not extra:
         return {}
     if isinstance(extra, Mapping):
@@ -167,7 +170,17 @@ def _extras(extra: str | Mapping[str, Any] | None, conn_id: str) -> dict[str, An
         raise ConfigError(
             [ConfigProblem(f"{conn_id}.extra", "is not JSON", "write the extras as a JSON object")]
         ) from None
-    return parsed if isinstance(parsed, dict) else {}
+    if not isinstance(parsed, dict):
+        raise ConfigError(
+            [
+                ConfigProblem(
+                    f"{conn_id}.extra",
+                    f"is not a JSON object: {extra.strip()[:60]!r}",
+                    'write the extras as a JSON object, {"name": value, ...}',
+                )
+            ]
+        )
+    return parsed
 
 
 def source_config(
@@ -194,7 +207,7 @@ def source_config(
         value = values[attribute]
         if value not in (None, ""):
             properties[key] = int(value) if attribute == "port" else value
-    extras = _extras(extra, conn_id)
+    extras = connection_extras(extra, conn_id)
     for name, (key, convert) in mapping.extras.items():
         if extras.get(name) not in (None, ""):
             properties[key] = convert(extras[name])

@@ -19,6 +19,7 @@ from typing import Any
 
 import httpx
 
+from airflow_cdc.engine.connector import DEBEZIUM_CONNECTORS
 from airflow_cdc.local import jvm
 from airflow_cdc.local.kafka import KafkaBroker
 from airflow_cdc.local.ports import port_open
@@ -30,12 +31,8 @@ from airflow_cdc.local.process import (
 
 ENV_VAR = "CDC_TEST_CONNECT_URL"
 
-#: The Debezium connectors the readiness check expects on the plugin path.
-REQUIRED_PLUGINS = (
-    "io.debezium.connector.postgresql.PostgresConnector",
-    "io.debezium.connector.mysql.MySqlConnector",
-    "io.debezium.connector.mariadb.MariaDbConnector",
-)
+#: The Debezium connectors the readiness check expects on the plugin path: the registry's.
+REQUIRED_PLUGINS = DEBEZIUM_CONNECTORS
 
 _BIND_FAILED = ("Address already in use", "BindException")
 

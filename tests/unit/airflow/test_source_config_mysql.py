@@ -47,3 +47,10 @@ def test_a_mysql_connection_for_a_postgres_instance_is_refused() -> None:
 def test_other_connection_types_are_named() -> None:
     with pytest.raises(ConfigError, match="a source connection is one of: mysql, postgres"):
         source_config("s3", conn_type="aws", host="x")
+
+
+def test_a_short_connector_name_is_checked_against_the_connection_too() -> None:
+    source = source_config("my", conn_type="mysql", host="db")
+    with pytest.raises(ConfigError, match=r"is a mysql connection; the instance's connector\.class is postgres"):
+        engine_config({"connector.class": "postgres"}, source=source)
+    assert engine_config({"connector.class": "mariadb"}, source=source)["connector.class"] == "mariadb"

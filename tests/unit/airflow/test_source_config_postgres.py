@@ -5,7 +5,7 @@ from __future__ import annotations
 import pytest
 
 from airflow_cdc.engine.errors import ConfigError
-from airflow_cdc.hooks.source_config import POSTGRES, source_config
+from airflow_cdc.hooks.source_config import POSTGRES, lineage_namespace, source_config
 
 PG = "io.debezium.connector.postgresql.PostgresConnector"
 
@@ -62,3 +62,13 @@ def test_tls_extras_become_debeziums_database_ssl_keys() -> None:
         "database.sslcert": "/cdc.crt",
         "database.sslkey": "/cdc.key",
     }
+
+
+def test_lineage_knows_the_source_by_any_of_its_connector_names() -> None:
+    for name in ("postgres", "postgresql", PG, "airflow_cdc.engine.sources.postgres.connector:PostgresConnector"):
+        config = {"connector.class": name, "database.hostname": "db", "database.dbname": "shop"}
+        assert lineage_namespace(config) == ("postgres://db:5432", "shop"), name
+    assert lineage_namespace({"connector.class": "mariadb", "database.include.list": "shop"}) == (
+        "mysql://localhost:3306",
+        "shop",
+    )
