@@ -39,7 +39,12 @@ def client_arguments(settings: EngineConnection, source: SourceConfig | None) ->
     reader = None
     if source is not None:
         base = instance_config(settings) if settings.config_path else {}
-        reader = position_reader({**base, **source.properties}, source.password)
+        # The instance's connector class wins: a mysql connection's default class is MySQL's,
+        # and a MariaDB connector must read MariaDB's GTID position.
+        config = {**base, **source.properties}
+        if base.get("connector.class"):
+            config["connector.class"] = base["connector.class"]
+        reader = position_reader(config, source.password)
     return {
         "url": settings.url,
         "connector": settings.instance,

@@ -112,13 +112,13 @@ class CdcSignalHook(BaseHook):
             )
         payload = dict(data or {})
         parse_signal(signal_id or "airflow", kind, payload, channel)  # SignalError: the engine's own words
-        if channel == "api" and self.engine_hook.settings.kafka_connect:
-            channel = self._connect_channel()
-        self.last_channel = channel
-        if channel == "api":
-            with self.engine_hook.get_client() as client:
-                return client.signal(kind, payload, signal_id=signal_id)
-        config = self.engine_hook.running_config()
+        with self.engine_hook.get_backend() as backend:
+            if channel == "api" and not backend.capabilities.api_signals:
+                channel = self._connect_channel()  # Debezium on Connect has no API channel
+            self.last_channel = channel
+            if channel == "api":
+                return backend.signal(kind, payload, signal_id=signal_id)
+            config = backend.running_config()
         if channel not in enabled_channels(config):
             raise ConfigError(
                 [

@@ -9,6 +9,7 @@ from typing import Any
 import httpx
 import pytest
 
+from airflow_cdc.backends.api import ApiBackend
 from airflow_cdc.engine.errors import ConfigError
 from airflow_cdc.engine.server.client import EngineClient
 from airflow_cdc.engine.signals import SignalError
@@ -33,8 +34,13 @@ def sent(monkeypatch: pytest.MonkeyPatch) -> list[httpx.Request]:
         return httpx.Response(202 if request.method == "POST" else 200, json=bodies[request.url.path])
 
     monkeypatch.setenv("AIRFLOW_CONN_CDC_UNIT", json.dumps({"conn_type": "cdc_engine", "host": "http://engine:1"}))
+    transport = httpx.MockTransport(answer)
     monkeypatch.setattr(
-        CdcEngineHook, "get_client", lambda self: EngineClient("http://engine:1", transport=httpx.MockTransport(answer))
+        CdcEngineHook,
+        "get_backend",
+        lambda self: ApiBackend(
+            lambda: EngineClient("http://engine:1", transport=transport), expected=None, conn_id="c"
+        ),
     )
     return requests
 
