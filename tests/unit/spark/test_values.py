@@ -1,4 +1,4 @@
-"""values.py decodes what the engine's forward conversions encode (Debezium's values) back into
+"""airflow_cdc.spark.values decodes what the engine's forward conversions encode (Debezium's values) back into
 what a SQL target accepts, in every value-handling mode; undecodable values name what to fix."""
 
 from __future__ import annotations
@@ -92,19 +92,24 @@ def test_an_unknown_mode_names_the_key_and_the_choices():
         Modes.from_config({"decimal.handling.mode": "exact"})
 
 
-def test_calendar_constants_are_the_engines():
-    for name in (
-        "US_PER_DAY",
-        "POSITIVE_INFINITY_US",
-        "NEGATIVE_INFINITY_US",
-        "POSITIVE_INFINITY_MICRO_TIMESTAMP",
-        "NEGATIVE_INFINITY_MICRO_TIMESTAMP",
-        "POSITIVE_INFINITY_DAYS",
-        "NEGATIVE_INFINITY_DAYS",
-        "SNAPSHOT_POSITIVE_INFINITY_DAYS",
-        "SNAPSHOT_NEGATIVE_INFINITY_DAYS",
+@pytest.mark.parametrize("precision", [3, 6])
+def test_every_one_of_debeziums_infinite_timestamps_is_infinite_in_either_unit(precision):
+    """The decoders take Debezium's stand-ins from the engine's calendar (not a copy): each
+    stand-in is far outside the other unit's range, so both units' are read as infinities."""
+    for name, expected in (
+        ("POSITIVE_INFINITY_US", "infinity"),
+        ("POSITIVE_INFINITY_MICRO_TIMESTAMP", "infinity"),
+        ("NEGATIVE_INFINITY_US", "-infinity"),
+        ("NEGATIVE_INFINITY_MICRO_TIMESTAMP", "-infinity"),
     ):
-        assert getattr(values, name) == getattr(temporal, name), name
+        assert decode("timestamp", getattr(temporal, name), precision=precision) == expected, name
+    for name, expected in (
+        ("POSITIVE_INFINITY_DAYS", "infinity"),
+        ("SNAPSHOT_POSITIVE_INFINITY_DAYS", "infinity"),
+        ("NEGATIVE_INFINITY_DAYS", "-infinity"),
+        ("SNAPSHOT_NEGATIVE_INFINITY_DAYS", "-infinity"),
+    ):
+        assert decode("date", getattr(temporal, name)) == expected, name
 
 
 @pytest.mark.parametrize(
