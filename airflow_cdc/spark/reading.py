@@ -5,7 +5,7 @@
   partition's earliest and latest offsets after every poll, so polls are made large here
   (``_KAFKA_READ``).
 - ``kafka-python``: the Python streaming data source on kafka-python, for a Spark without that
-  jar (``sources/kafka_python.py``).
+  jar (``sources/kafka_python/``).
 - ``changelog``: the engine's changelog directory through Spark's JSON file source; a topic's
   segments are ``<dir>/<topic>/*.jsonl`` and ``seq`` orders them, so it stands in for the offset.
 """

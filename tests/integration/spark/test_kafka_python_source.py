@@ -378,7 +378,8 @@ def test_a_read_decodes_as_kafka_python_does(
     kafka_broker: Any, kafka_topic_prefix: str, columnar: bool, compression: str | None, monkeypatch: Any
 ) -> None:
     if not columnar:
-        monkeypatch.setattr(kafka_python, "use_columnar_records", lambda consumer: False)
+        # Patched where RangeReader looks it up: the package only re-exports it.
+        monkeypatch.setattr(kafka_python.reader, "use_columnar_records", lambda consumer: False)
     topic = f"{kafka_topic_prefix}.t"
     create_topic(kafka_broker, topic)
     records: list[tuple[int, bytes | None, bytes | None]] = [
