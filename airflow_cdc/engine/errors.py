@@ -8,6 +8,7 @@ from __future__ import annotations
 
 from collections.abc import Sequence
 from dataclasses import dataclass
+from typing import overload
 
 
 class CdcError(Exception):
@@ -67,6 +68,24 @@ class RefusedError(CdcError):
 
 class OffsetError(CdcError):
     """Offsets were misused: a record marked twice, an unknown record, a corrupt offset file."""
+
+
+class DecodeError(CdcError):
+    """Bytes a source read do not decode: a pgoutput or replication message, a binlog row
+    image. ``column`` names the column whose value did not decode (None: the message's or the
+    row's framing), ``reason`` says what is wrong. Fatal: the same bytes are read again on a
+    retry."""
+
+    @overload
+    def __init__(self, reason: str, /) -> None: ...
+    @overload
+    def __init__(self, column: str | None, reason: str, /) -> None: ...
+    def __init__(self, *args: str | None) -> None:
+        # Two forms: DecodeError(reason) for a whole message, DecodeError(column, reason) for a
+        # row's value (the MySQL row decoder's, whose column may be None: the row's framing).
+        column, reason = (None, args[0]) if len(args) == 1 else args
+        self.column, self.reason = column, str(reason)
+        super().__init__(f"column {column}: {reason}" if column else reason)
 
 
 class SerializationError(CdcError):

@@ -15,7 +15,7 @@ from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
-from airflow_cdc.engine.envelope import source_info
+from airflow_cdc.engine.envelope import change_value, source_builder
 from airflow_cdc.engine.errors import CdcError
 from airflow_cdc.engine.failures import FailureHandling
 from airflow_cdc.engine.records import Partition, SourceRecord
@@ -24,6 +24,9 @@ from airflow_cdc.engine.sources.mysql.ddl import Table
 from airflow_cdc.engine.sources.mysql.types import Converter, ValueModes, binlog_converter, snapshot_converter
 
 log = logging.getLogger(__name__)
+
+#: Debezium's MySQL ``source`` fields after the common head (MySqlSourceInfoStructMaker).
+SOURCE_FIELDS = ("table", "server_id", "gtid", "file", "pos", "row", "thread", "query")
 
 
 class ValueConversionError(CdcError):
@@ -91,26 +94,29 @@ class ChangeBuilder:
         failures: FailureHandling | None = None,
     ) -> None:
         self.connector, self.server, self.partition = connector, server, partition
+        self._source_block = source_builder(connector, SOURCE_FIELDS)
         self._tombstones, self._skipped, self._extra = tombstones, skipped, extra_offset
         #: What happens to a row with a value that has no Debezium value.
         self.failures = failures or FailureHandling()
 
     def source(self, db: str, table: str, where: EventSource | None, *, snapshot: str, row: int = 0) -> dict[str, Any]:
-        ts_ns = (where.ts_sec if where else time.time_ns() // 1_000_000_000) * 1_000_000_000
-        return source_info(
-            connector=self.connector,
-            name=self.server,
-            ts_ns=ts_ns if where else time.time_ns(),
-            db=db,
-            snapshot=snapshot,
-            table=table,
-            server_id=where.server_id if where else 0,
-            gtid=where.gtid if where else None,
-            file=where.file if where else "",
-            pos=where.pos if where else 0,
-            row=row,
-            thread=where.thread if where else None,
-            query=None,
+        block = self._source_block
+        if where is None:  # not read from the binlog (a snapshot): now, at no binlog position
+            return block(self.server, time.time_ns(), snapshot, db, None, table, 0, None, "", 0, row, None, None)
+        return block(
+            self.server,
+            where.ts_sec * 1_000_000_000,
+            snapshot,
+            db,
+            None,  # sequence
+            table,
+            where.server_id,
+            where.gtid,
+            where.file,
+            where.pos,
+            row,
+            where.thread,
+            None,  # query
         )
 
     def changes(self, rows: RowPlan, change: RowChange) -> list[SourceRecord]:
@@ -151,17 +157,7 @@ class ChangeBuilder:
     ) -> list[SourceRecord]:
         if op in self._skipped:
             return []
-        now = time.time_ns()
-        value = {
-            "before": before,
-            "after": after,
-            "source": source,
-            "transaction": None,
-            "op": op,
-            "ts_ms": now // 1_000_000,
-            "ts_us": now // 1_000,
-            "ts_ns": now,
-        }
+        value = change_value(op, before, after, source, None, time.time_ns())
         key = rows.key_of(after if after is not None else before)
         return [SourceRecord(rows.topic, key, value, self.partition, offset, ts_ms)]
 

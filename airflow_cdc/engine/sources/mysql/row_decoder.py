@@ -12,11 +12,12 @@ and SET members, text or bytes. Both settings decode the same.
 
 Sans-IO: :func:`compile_table` turns a table map's columns and the history's definition into a
 :class:`RowDecoder` (a :class:`~.schema.SchemaMismatchError` when they cannot be the same table),
-and :meth:`RowDecoder.decode` turns the event's row bytes into value tuples, or raises
-:class:`RowDecodeError` naming the column. Values are what the converters of ``types.py``
-take (mysql-replication's, as it yields them with full metadata): int, float, Decimal, str,
-bytes, date, datetime, timedelta, a set of SET members, BIT as '0'/'1' text, MySQL's binary JSON
-parsed; a zero date is :data:`~.temporal.ZERO_DATE` (the library's reason-carrying None).
+and :meth:`RowDecoder.decode` turns the event's row bytes into value tuples, or raises the
+engine's :class:`~airflow_cdc.engine.errors.DecodeError` (``RowDecodeError`` here) naming the
+column. Values are what the converters of ``types.py`` take (mysql-replication's, as it yields
+them with full metadata): int, float, Decimal, str, bytes, date, datetime, timedelta, a set of
+SET members, BIT as '0'/'1' text, MySQL's binary JSON parsed; a zero date is
+:data:`~.temporal.ZERO_DATE` (the library's reason-carrying None).
 The rarer types' readers are in ``binlog_values.py``.
 """
 
@@ -26,20 +27,16 @@ import struct
 from collections.abc import Sequence
 from typing import Any
 
-from airflow_cdc.engine.errors import CdcError
+from airflow_cdc.engine.errors import DecodeError
 from airflow_cdc.engine.sources.mysql import binlog_values as bv
 from airflow_cdc.engine.sources.mysql.binlog_values import T
 from airflow_cdc.engine.sources.mysql.ddl import Table
 from airflow_cdc.engine.sources.mysql.schema import SchemaMismatchError
 from airflow_cdc.engine.sources.mysql.types import MySqlColumn, enum_options
 
-
-class RowDecodeError(CdcError):
-    """A row's bytes do not decode; ``column`` names the column (None: the row's framing)."""
-
-    def __init__(self, column: str | None, reason: str) -> None:
-        self.column, self.reason = column, reason
-        super().__init__(f"column {column}: {reason}" if column else reason)
+#: The engine's DecodeError under the name it had here: a row's bytes that do not decode,
+#: ``RowDecodeError(column, reason)`` (column None: the row's framing).
+RowDecodeError = DecodeError
 
 
 # Column kinds: the common ones are read inline by RowDecoder._values, the rest by a function.
@@ -123,7 +120,7 @@ class RowDecoder:
                 row.append(values)
             rows.append(tuple(row))
         if pos != end:
-            raise RowDecodeError(None, f"the rows end {pos - end} bytes past the event's end")
+            raise DecodeError(None, f"the rows end {pos - end} bytes past the event's end")
         return rows
 
     def _values(self, data: bytes, pos: int, nulls: bytes) -> tuple[tuple[Any, ...], int]:
@@ -158,7 +155,7 @@ class RowDecoder:
                     value, pos = read(data, pos)
                     append(value)
         except (IndexError, ValueError, struct.error, UnicodeDecodeError, ArithmeticError) as exc:
-            raise RowDecodeError(self.names[index], _reason(exc)) from exc
+            raise DecodeError(self.names[index], _reason(exc)) from exc
         return tuple(values), pos
 
 

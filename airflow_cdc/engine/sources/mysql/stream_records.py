@@ -17,12 +17,13 @@ from typing import Any
 
 import pymysql
 
+from airflow_cdc.engine.errors import DecodeError
 from airflow_cdc.engine.failures import FailureHandling
 from airflow_cdc.engine.records import Partition, PositionMarker, SourceRecord
 from airflow_cdc.engine.sources.mysql.binlog import BinlogReader, EventSource, Position, RowEvent, SchemaChange
 from airflow_cdc.engine.sources.mysql.changes import ChangeBuilder, RowPlan, plan
 from airflow_cdc.engine.sources.mysql.ddl import Table
-from airflow_cdc.engine.sources.mysql.row_decoder import RowDecodeError, RowDecoder, compile_table
+from airflow_cdc.engine.sources.mysql.row_decoder import RowDecoder, compile_table
 from airflow_cdc.engine.sources.mysql.schema import SchemaHistory
 from airflow_cdc.engine.sources.mysql.schema_events import SchemaChangeEvents
 from airflow_cdc.engine.sources.mysql.types import ValueModes
@@ -105,7 +106,7 @@ class BinlogRecords:
             return
         try:
             changes = event.changes(self._decoder(key, event, table))
-        except RowDecodeError as exc:
+        except DecodeError as exc:
             where = _where(event.source)
             self.failures.handle(f"{event.database}.{event.table}: cannot decode a row event: {exc} ({where})")
             return

@@ -19,8 +19,7 @@ from collections.abc import Callable, Mapping
 from dataclasses import dataclass
 from typing import Any
 
-from airflow_cdc import __version__
-from airflow_cdc.engine.envelope import Op
+from airflow_cdc.engine.envelope import Op, change_value, message_value, source_builder
 from airflow_cdc.engine.records import Offset, Partition, PositionMarker, SourceRecord
 from airflow_cdc.engine.snapshots.events import Watermark
 from airflow_cdc.engine.sources.postgres import pgoutput
@@ -42,6 +41,10 @@ CONNECTOR = "postgresql"
 #: moving, and the watermarks of read-only incremental snapshots.
 HEARTBEAT_PREFIX = "airflow-cdc-heartbeat"
 WATERMARK_PREFIX = "airflow-cdc-watermark"
+#: Debezium's PostgreSQL ``source`` block: the common head, then these (PostgresSourceInfoStructMaker).
+source_block = source_builder(CONNECTOR, ("schema", "table", "txId", "lsn", "xmin", "origin", "origin_lsn"))
+#: Op codes as plain ``str`` for the hot path: ``Op.CREATE.value`` is a property, 0.2 µs a read.
+_CREATE, _UPDATE, _DELETE, _TRUNCATE = Op.CREATE.value, Op.UPDATE.value, Op.DELETE.value, Op.TRUNCATE.value
 
 
 @dataclass
@@ -309,31 +312,21 @@ class ChangeBuilder:
         if "m" in self._skipped:
             return []
         ts_ns = self.commit_time_us * 1000  # pgoutput sends no time: the last transaction's, as there
-        source = {
-            "version": __version__,
-            "connector": CONNECTOR,
-            "name": self.server,
-            "ts_ms": ts_ns // 1_000_000,
-            "snapshot": "false",
-            "db": self.database,
-            "sequence": f'{self._sequence_head}"{message.lsn}"]',
-            "ts_us": ts_ns // 1_000,
-            "ts_ns": ts_ns,
-            "schema": "",
-            "table": "",
-            "txId": self.xid if message.transactional else None,
-            "lsn": message.lsn,
-            "xmin": None,
-            "origin": self.origin,
-            "origin_lsn": self.origin_lsn,
-        }
-        value = {
-            "op": Op.MESSAGE.value,
-            "ts_ms": time.time_ns() // 1_000_000,
-            "source": source,
-            "transaction": None,
-            "message": {"prefix": message.prefix, "content": self._encode_bytes(message.content)},
-        }
+        source = source_block(
+            self.server,
+            ts_ns,
+            "false",
+            self.database,
+            f'{self._sequence_head}"{message.lsn}"]',
+            "",  # schema
+            "",  # table
+            self.xid if message.transactional else None,
+            message.lsn,
+            None,  # xmin
+            self.origin,
+            self.origin_lsn,
+        )
+        value = message_value(source, message.prefix, self._encode_bytes(message.content), time.time_ns())
         key = {"prefix": message.prefix}
         offset = self.offset(message.lsn)
         return [SourceRecord(self._messages.topic, key, value, self.partition, offset, ts_ns // 1_000_000)]
@@ -362,7 +355,7 @@ class ChangeBuilder:
         if table is None:
             return []
         if type(message) is pgoutput.Insert and self._skip_xid is None:  # the hot path
-            return self._emit(table, Op.CREATE, None, table.wire_row(message.new), lsn)
+            return self._emit(table, _CREATE, None, table.wire_row(message.new), lsn)
         records = self._records_of(table, message, lsn)
         if len(records) > 1:
             records = [r.replace(offset=self.offset(lsn, i)) for i, r in enumerate(records)]
@@ -374,7 +367,7 @@ class ChangeBuilder:
         self, table: TableSchema, message: pgoutput.Insert | pgoutput.Update | pgoutput.Delete, lsn: int
     ) -> list[SourceRecord]:
         if isinstance(message, pgoutput.Insert):
-            return self._emit(table, Op.CREATE, None, table.wire_row(message.new), lsn)
+            return self._emit(table, _CREATE, None, table.wire_row(message.new), lsn)
         if isinstance(message, pgoutput.Delete):
             return self._delete(table, table.old_row(message.old, message.old_is_key_only), lsn)
         after = table.wire_row(message.new)
@@ -383,11 +376,11 @@ class ChangeBuilder:
             after = table.with_old_toasted(after, message.new, before)
         if before is not None and table.key and table.key_of(before) != table.key_of(after):
             # The primary key changed: like Debezium, a delete of the old key, then a create.
-            return self._delete(table, before, lsn) + self._emit(table, Op.CREATE, None, after, lsn)
-        return self._emit(table, Op.UPDATE, before, after, lsn)
+            return self._delete(table, before, lsn) + self._emit(table, _CREATE, None, after, lsn)
+        return self._emit(table, _UPDATE, before, after, lsn)
 
     def _delete(self, table: TableSchema, before: dict[str, Any], lsn: int) -> list[SourceRecord]:
-        records = self._emit(table, Op.DELETE, before, None, lsn)
+        records = self._emit(table, _DELETE, before, None, lsn)
         # No tombstone without a key (REPLICA IDENTITY FULL on a table without primary key):
         # Debezium emits a record with a null key and value, which Kafka clients refuse and
         # which deletes nothing on compaction; a deliberate deviation (tests/compat/oracle.py).
@@ -400,53 +393,38 @@ class ChangeBuilder:
         for oid in message.relation_oids:
             table = self.tables.get(oid)
             if table is not None and not self._already_delivered(lsn):
-                out.extend(self._emit(table, Op.TRUNCATE, None, None, lsn, keyless=True))
+                out.extend(self._emit(table, _TRUNCATE, None, None, lsn, keyless=True))
         return out
 
     def _emit(
         self,
         table: TableSchema,
-        op: Op,
+        op: str,
         before: dict[str, Any] | None,
         after: dict[str, Any] | None,
         lsn: int,
         *,
         keyless: bool = False,
     ) -> list[SourceRecord]:
-        code = op.value
-        if code in self._skipped:
+        if op in self._skipped:
             return []
         ts_ns = self.commit_time_us * 1000
-        # A literal, in Debezium's field order: the hottest dict of the stream.
-        source = {
-            "version": __version__,
-            "connector": CONNECTOR,
-            "name": self.server,
-            "ts_ms": ts_ns // 1_000_000,
-            "snapshot": "false",
-            "db": self.database,
-            "sequence": f'{self._sequence_head}"{lsn}"]',
-            "ts_us": ts_ns // 1_000,
-            "ts_ns": ts_ns,
-            "schema": table.schema,
-            "table": table.name,
-            "txId": self.xid,
-            "lsn": lsn,
-            "xmin": None,
-            "origin": self.origin,
-            "origin_lsn": self.origin_lsn,
-        }
-        now = time.time_ns()
-        value = {
-            "before": before,
-            "after": after,
-            "source": source,
-            "transaction": None,
-            "op": code,
-            "ts_ms": now // 1_000_000,
-            "ts_us": now // 1_000,
-            "ts_ns": now,
-        }
+        # Positional, in Debezium's field order (source_block's fields): the hottest dicts of the stream.
+        source = source_block(
+            self.server,
+            ts_ns,
+            "false",
+            self.database,
+            f'{self._sequence_head}"{lsn}"]',
+            table.schema,
+            table.name,
+            self.xid,
+            lsn,
+            None,  # xmin
+            self.origin,
+            self.origin_lsn,
+        )
+        value = change_value(op, before, after, source, None, time.time_ns())
         key = None if keyless else table.key_of(after if after is not None else before)
         offset = {
             "lsn": lsn,

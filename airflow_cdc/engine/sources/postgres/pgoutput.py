@@ -3,7 +3,8 @@
 
 Pure functions over bytes, no sockets: :func:`decode` turns one message into a dataclass, and
 :func:`decode_copy_data` unwraps the replication stream's CopyData (XLogData, keepalive). Any
-malformed input raises :class:`DecodeError` (a :class:`CdcError`); nothing else escapes, and
+malformed input raises :class:`~airflow_cdc.engine.errors.DecodeError` (a :class:`CdcError`,
+importable from here too); nothing else escapes, and
 nothing loops on input, so the decoder can neither crash the stream nor hang it.
 
 Message layouts: PostgreSQL documentation, "Logical Replication Message Formats" and
@@ -25,15 +26,12 @@ from collections.abc import Callable
 from dataclasses import field
 from typing import TypeAlias
 
-from airflow_cdc.engine.errors import CdcError
+# Re-exported ("as"): callers import the engine's DecodeError from the decoder that raises it.
+from airflow_cdc.engine.errors import DecodeError as DecodeError
 from airflow_cdc.engine.immutable import immutable
 
 PG_EPOCH = dt.datetime(2000, 1, 1, tzinfo=dt.UTC)
 _PG_EPOCH_US = int(PG_EPOCH.timestamp()) * 1_000_000
-
-
-class DecodeError(CdcError):
-    """Bytes that are not a valid pgoutput or replication message."""
 
 
 def pg_time_to_unix_us(pg_us: int) -> int:
