@@ -15,7 +15,7 @@ from typing import Any
 
 from airflow_cdc.engine.config import Config, ConfigDef, Field
 from airflow_cdc.engine.connector import SourceConnector, SourceTask, TaskContext
-from airflow_cdc.engine.envelope import Op, change_envelope, source_info
+from airflow_cdc.engine.envelope import Op, change_value, source_builder
 from airflow_cdc.engine.errors import OffsetError
 from airflow_cdc.engine.positions import Phase, PositionCodec, SourcePosition
 from airflow_cdc.engine.records import Offset, SourceRecord
@@ -129,6 +129,10 @@ class SyntheticTask(SourceTask):
         )
 
 
+#: The synthetic connector's ``source`` block (envelope.py holds the shape).
+_source_block = source_builder(CONNECTOR, ("schema", "table", "seq"))
+
+
 def make_record(
     prefix: str, tables: list[str], keys: int, task: int, partition: Mapping[str, Any], seq: int
 ) -> SourceRecord:
@@ -142,10 +146,8 @@ def make_record(
     before = None if op is Op.CREATE else {**row, "version": round_ - 1}
     after = None if op is Op.DELETE else row
     ts_ns = time.time_ns()
-    source = source_info(
-        connector=CONNECTOR, name=prefix, ts_ns=ts_ns, db="synthetic", schema=schema or None, table=name, seq=seq
-    )
-    value = change_envelope(op, before=before, after=after, source=source, ts_ns=ts_ns)
+    source = _source_block(prefix, ts_ns, "false", "synthetic", None, schema or None, name, seq)
+    value = change_value(op.value, before, after, source, None, ts_ns)
     return SourceRecord(
         topic=f"{prefix}.{table}",
         key=key,

@@ -38,7 +38,7 @@ import psycopg
 from psycopg import sql
 from psycopg.types.string import TextLoader
 
-from airflow_cdc.engine.envelope import source_info
+from airflow_cdc.engine.envelope import change_value, source_info
 from airflow_cdc.engine.notifications import InitialSnapshotNotifications
 from airflow_cdc.engine.records import Offset, Partition, PositionMarker, SourceRecord
 from airflow_cdc.engine.sources.postgres.catalog import TableColumns
@@ -283,20 +283,10 @@ def read_records(
     """``op=r`` records of rows read together (the initial snapshot's and the incremental
     snapshot's): the ``source`` block is shared, the clock read once for the lot."""
     now = time.time_ns()
-    now_ms, now_us = now // 1_000_000, now // 1_000
     records = []
     for row in rows:
         after = after_of(row)
-        value = {
-            "before": None,
-            "after": after,
-            "source": source,
-            "transaction": None,
-            "op": "r",
-            "ts_ms": now_ms,
-            "ts_us": now_us,
-            "ts_ns": now,
-        }
+        value = change_value("r", None, after, source, None, now)
         records.append(SourceRecord(topic, key_of(after), value, partition, offset, ts_ms))
     return records
 
