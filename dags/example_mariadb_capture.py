@@ -14,7 +14,9 @@ Then the changes are applied with Spark into a replica database, as ``example_cd
 does: the job reads the instance's changelog (or topics), keeps the last change per key in
 binlog order (snapshot rows carry the binlog position of their chunk's window) and upserts into
 the replica's tables. A MySQL database is the table's qualifier, so ``table_map`` names the
-replica's tables (``shop.orders`` would be the captured table itself).
+replica's tables (``shop.orders`` would be the captured table itself): the job's settings go in
+``job=ApplyConfig(...)``, how spark-submit runs it in ``submit=SubmitConfig(...)`` (here the
+``spark_cdc`` connection decides).
 
 Connections (no password in the DAG):
 
@@ -47,6 +49,7 @@ from airflow_cdc.operators.snapshot import CdcSnapshotOperator
 from airflow_cdc.operators.spark import CdcSparkApplyOperator
 from airflow_cdc.sensors.offset import CdcOffsetSensor
 from airflow_cdc.sensors.snapshot import CdcSnapshotSensor
+from airflow_cdc.spark.job_config import ApplyConfig
 
 CDC_CONN = "cdc_mariadb"
 SOURCE_CONN = "mariadb_shop"
@@ -103,7 +106,7 @@ with DAG(
         cdc_conn_id=CDC_CONN,
         tables=TABLES,
         target_conn_id=TARGET_CONN,
-        table_map={table: table.split(".", 1)[1] for table in TABLES},  # database.table -> the replica's
         spark_conn_id=SPARK_CONN,
+        job=ApplyConfig(table_map={table: table.split(".", 1)[1] for table in TABLES}),  # db.table -> the replica's
     )
     start_engine >> snapshot >> snapshot_done >> caught_up >> apply_changes

@@ -1,13 +1,15 @@
 """Run the Spark apply job from a DAG: captured changes → target table, exactly once.
 
-Thin: the job is ``airflow_cdc.spark.apply`` and the launching is ``airflow_cdc.spark.submit``;
-this operator turns Airflow connections and templated arguments into their inputs, streams the
-driver's log into the task log, and returns what the job did as XCom. It does not use the Spark
-provider package (that one installs its own pyspark over ours).
+Thin: the job is ``airflow_cdc.spark.apply`` and the launching is ``airflow_cdc.spark.submit``,
+their settings the config groups ``ApplyConfig`` and ``SubmitConfig`` (``spark.job_config``);
+this operator renders their templates, fills them from Airflow connections, hands the job its
+settings as one JSON document, streams the driver's log into the task log, and returns what the
+job did as XCom. It does not use the Spark provider package (that one installs its own pyspark
+over ours).
 
-On a cluster (``master="spark://…"``, ``"yarn"``, ``"k8s://…"``) the driver runs in the task
-(client deploy mode), so its log streams and killing the task ends the job; the Kafka source's
-jars and a zip of ``airflow_cdc`` are shipped to the executors (ADR 0015).
+On a cluster (``SubmitConfig(master="spark://…")``, ``"yarn"``, ``"k8s://…"``) the driver runs
+in the task (client deploy mode), so its log streams and killing the task ends the job; the Kafka
+source's jars and a zip of ``airflow_cdc`` are shipped to the executors (ADR 0015).
 
 Before Spark starts (it takes half a minute) the target is checked (``spark.preflight``) and the
 checkpoint taken (``spark.checkpoint_lock``), so that a wrong password or a second run on the same
@@ -16,10 +18,11 @@ checkpoint fails in a second with its cause as the first line, not after start-u
 
 from __future__ import annotations
 
+import dataclasses
 import json
 import os
-import sys
-from collections.abc import Mapping, Sequence
+import warnings
+from collections.abc import Sequence
 from contextlib import AbstractContextManager, nullcontext
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
@@ -28,13 +31,26 @@ from airflow.sdk import BaseHook, BaseOperator, Context
 from airflow.sdk.exceptions import AirflowException, AirflowFailException
 
 from airflow_cdc.spark.checkpoint_lock import CheckpointBusy, CheckpointLock, Holder, lock_file
+from airflow_cdc.spark.deprecated_arguments import regroup
+from airflow_cdc.spark.job_config import ApplyConfig, SubmitConfig
 from airflow_cdc.spark.preflight import TargetRefused, TargetUnreachable, check_before_start
 from airflow_cdc.spark.targets import LAKE_SCHEMES, SQL_SCHEMES, scheme_of
 
+try:
+    from airflow.exceptions import AirflowProviderDeprecationWarning as _DEPRECATED
+except ImportError:  # an Airflow without the provider's warning class
+    _DEPRECATED = DeprecationWarning  # type: ignore[misc, assignment]
+
 if TYPE_CHECKING:
+    import jinja2
+
     from airflow_cdc.spark.submit import Follower
 
+__all__ = ["ApplyConfig", "CdcSparkApplyOperator", "SubmitConfig", "connection_url"]
+
 _URL_SCHEMES = {"postgres": "postgresql", "postgresql": "postgresql", "mysql": "mysql"}
+#: Linux's limit on one command-line argument (MAX_ARG_STRLEN), which holds the job's document.
+_MAX_ARGUMENT = 128 * 1024
 
 
 def connection_url(conn_id: str) -> str:
@@ -44,9 +60,21 @@ def connection_url(conn_id: str) -> str:
     if scheme is None:
         raise AirflowException(
             f"connection {conn_id!r} is of type {conn.conn_type!r}: the apply job writes to a postgres or mysql "
-            "connection (or give target_url='delta:PATH' / 'parquet:PATH')"
+            "connection (or give job=ApplyConfig(target_url='delta:PATH' / 'parquet:PATH'))"
         )
     return conn.get_uri().replace(f"{conn.conn_type}://", f"{scheme}://", 1).split("?")[0]
+
+
+def _job_field(name: str) -> property:
+    """An operator attribute that is ``job``'s field ``name``; setting it replaces ``job``."""
+
+    def get(self: CdcSparkApplyOperator) -> Any:
+        return getattr(self.job, name)
+
+    def put(self: CdcSparkApplyOperator, value: Any) -> None:
+        self.job = dataclasses.replace(self.job, **{name: value})
+
+    return property(get, put, doc=f"``job.{name}``")
 
 
 class CdcSparkApplyOperator(BaseOperator):
@@ -76,28 +104,41 @@ class CdcSparkApplyOperator(BaseOperator):
     ``lane_groups`` must exist (the job adds ``_cdc_position`` where it is missing, as its first batch
     would); on a local master, a Delta/Parquet root on a local path must be writable.
 
+    The job's settings come as two groups (``airflow_cdc.spark.job_config``, where each field is
+    described), the rest are Airflow's::
+
+        CdcSparkApplyOperator(
+            task_id="apply_changes",
+            cdc_conn_id="cdc_shop",
+            tables=["public.orders"],
+            target_conn_id="pg_shop_replica",
+            job=ApplyConfig(lanes=4, table_map={"public.orders": "sales.orders"}),
+            submit=SubmitConfig(master="spark://spark-master:7077", conf={"spark.driver.host": "10.0.0.5"}),
+        )
+
+    The separate keyword arguments of earlier releases (``lanes=4``, ``master=...``, ...) still
+    work, with a deprecation warning that names the group form to write instead.
+
+    :param job: what the job does (``ApplyConfig``: source, topics, ``target_url``, lanes, trigger,
+        value settings, ``checkpoint``, ...). Its ``template_fields`` are rendered.
+    :param submit: how spark-submit launches it (``SubmitConfig``: master, conf, jars, packages,
+        interpreters, ``ship_package``). ``master`` and ``conf`` are rendered.
     :param cdc_conn_id: the capturing engine instance (``cdc_engine``): what it writes to
         (changelog directory or Kafka brokers), its topics and value settings are read from its
-        running configuration, so the DAG names only the tables; explicit arguments win.
+        running configuration, so the DAG names only the tables; fields given in ``job`` win.
     :param tables: the captured tables to apply (``schema.table``), with ``cdc_conn_id``; their
         target tables are checked before Spark starts (with or without ``cdc_conn_id``).
-    :param source: ``kafka`` (Spark's Kafka source, jars from ``scripts/setup``; the default),
-        ``kafka-python`` (no jar needed) or ``changelog`` (the engine's changelog directory).
-    :param topics: the CDC topics (Kafka), or the topic directories of the changelog.
-    :param topic_pattern: a regex of topics instead of ``topics`` (Kafka only).
-    :param bootstrap_servers: the Kafka brokers.
-    :param changelog_dir: the engine's ``sink.changelog.dir``.
     :param kafka_conn_id: an Airflow ``kafka`` connection whose extra holds Kafka client settings
         (``sasl.password``, ...) over the instance's sink settings, which its API gives without
         passwords; the job gets them in its environment, never on its command line.
-    :param target_conn_id: a ``postgres`` or ``mysql`` connection to write to.
-    :param target_url: instead of a connection: ``delta:PATH`` or ``parquet:PATH``.
-    :param table_map: source table → target table (default: the same ``schema.table``).
-    :param lane_groups: lists of related tables applied in one lane, in source order.
-    :param lanes: how many tables (or groups) apply in parallel.
-    :param settings: the capturing connector's value modes (``decimal.handling.mode``, ...).
-    :param checkpoint: Spark's checkpoint directory (default: under ``$AIRFLOW_HOME/cdc``), one per
-        task: the job holds it exclusively while it runs.
+    :param target_conn_id: a ``postgres`` or ``mysql`` connection to write to (or ``job.target_url``).
+    :param spark_conn_id: instead of ``submit.master``: an Airflow connection of type ``spark`` (the
+        Spark provider's: ``host`` ``local[2]``, ``yarn``, ``k8s://…`` or ``spark://host`` with
+        the ``port``), so that a DAG moves to a cluster by changing the connection only. On a
+        cluster, ``checkpoint`` must be storage every Airflow worker that may run this task shares
+        (only the driver, i.e. the task, writes it), and Delta/Parquet targets storage the
+        executors share. Only standalone masters are tested; ``yarn`` and ``k8s://`` get the same
+        spark-submit options (their cluster comes from ``HADOOP_CONF_DIR`` / the URL).
     :param checkpoint_lock_timeout: seconds to wait for another run that holds the checkpoint to
         end. The default 0 fails at once, naming that run: the failure is retriable, so the task's
         ``retries`` / ``retry_delay`` do the waiting without keeping a worker slot busy.
@@ -105,141 +146,88 @@ class CdcSparkApplyOperator(BaseOperator):
         off only when the target is reachable from the executors but not from the Airflow worker.
     :param max_active_tis_per_dag: Airflow's limit on concurrent instances of this task across DAG
         runs; 1 by default here, so two runs never apply at once (None lifts it).
-    :param trigger: ``available-now`` or ``continuous``.
-    :param max_duration: seconds a continuous run lasts.
-    :param max_records_per_batch: admission control per micro-batch.
-    :param master: Spark master (``local[*]``, ``spark://host:port``, ``yarn``, ``k8s://…``). On
-        a cluster, ``checkpoint`` must be storage every Airflow worker that may run this task
-        shares (only the driver, i.e. the task, writes it), and Delta/Parquet targets storage
-        the executors share; the executors must reach the driver (``spark.driver.host``).
-        Only standalone masters are tested; ``yarn`` and ``k8s://`` get the same spark-submit
-        options (their cluster comes from ``HADOOP_CONF_DIR`` / the URL).
-    :param spark_conn_id: instead of ``master``: an Airflow connection of type ``spark`` (the
-        Spark provider's: ``host`` ``local[2]``, ``yarn``, ``k8s://…`` or ``spark://host`` with
-        the ``port``), so that a DAG moves to a cluster by changing the connection only.
-    :param deploy_mode: ``client`` (the default and the only one): the driver runs in this task.
-    :param conf: extra ``--conf`` settings.
-    :param jars: extra jars; the connector jars ``scripts/setup`` resolved are added for the
-        ``kafka`` source and Delta targets (``--jars`` ships them to the executors).
-    :param packages: Maven coordinates for ``--packages``.
-    :param py_files: extra ``--py-files``.
-    :param python: the interpreter the driver runs in (default: the worker's), and the
-        executors' unless ``executor_python`` is given.
-    :param executor_python: the executors' interpreter on a cluster (``spark.pyspark.python``);
-        it needs the target's driver (psycopg, pymysql), not ``airflow_cdc``.
-    :param ship_package: ship ``airflow_cdc`` to the executors as a ``--py-files`` zip
-        (default: on a cluster master, not on ``local``).
     """
 
-    template_fields: Sequence[str] = (
-        "tables",
-        "topics",
-        "topic_pattern",
-        "bootstrap_servers",
-        "changelog_dir",
-        "target_url",
-        "table_map",
-        "settings",
-        "checkpoint",
-        "conf",
-        "master",
-    )
-    template_fields_renderers = {"table_map": "json", "settings": "json", "conf": "json"}
+    template_fields: Sequence[str] = ("tables", "job", "submit")
+    template_fields_renderers = {"job": "json", "submit": "json"}
     ui_color = "#fdf2e9"
 
     def __init__(
         self,
         *,
+        job: ApplyConfig | None = None,
+        submit: SubmitConfig | None = None,
         cdc_conn_id: str | None = None,
         tables: Sequence[str] = (),
-        source: str | None = None,
-        topics: Sequence[str] | str = (),
-        topic_pattern: str | None = None,
-        bootstrap_servers: str | None = None,
-        changelog_dir: str | None = None,
         kafka_conn_id: str | None = None,
         target_conn_id: str | None = None,
-        target_url: str | None = None,
-        table_map: Mapping[str, str] | None = None,
-        lane_groups: Sequence[Sequence[str]] = (),
-        lanes: int = 2,
-        settings: Mapping[str, str] | None = None,
-        checkpoint: str | None = None,
-        trigger: str = "available-now",
-        max_duration: float | None = None,
-        max_records_per_batch: int | None = None,
-        master: str = "local[*]",
         spark_conn_id: str | None = None,
-        deploy_mode: str | None = None,
-        conf: Mapping[str, str] | None = None,
-        jars: Sequence[str] = (),
-        packages: Sequence[str] = (),
-        py_files: Sequence[str] = (),
-        python: str | None = None,
-        executor_python: str | None = None,
-        ship_package: bool | None = None,
         checkpoint_lock_timeout: float = 0.0,
         check_target: bool = True,
         max_active_tis_per_dag: int | None = 1,
         **kwargs: Any,
     ) -> None:
+        groups = regroup(kwargs, job, submit)  # the old keyword arguments, out of BaseOperator's
         super().__init__(max_active_tis_per_dag=max_active_tis_per_dag, **kwargs)
-        if bool(target_conn_id) == bool(target_url):
-            raise ValueError("give exactly one of target_conn_id (postgres/mysql) or target_url (delta:/parquet:)")
-        from airflow_cdc.spark.cluster import SparkMasterError, check_master
-
-        try:  # a templated master is checked in execute()
-            check_master("local" if "{{" in master else master, deploy_mode)
-        except SparkMasterError as exc:
-            raise ValueError(str(exc)) from exc
+        if groups.advice:
+            # stacklevel 2, the DAG file's line: Airflow adds the frames of its wrapper around
+            # __init__ itself (it swaps this module's ``warnings`` for one that does).
+            warnings.warn(f"{type(self).__name__} {self.task_id!r}: {groups.advice}", _DEPRECATED, stacklevel=2)
+        self.job = groups.job
+        self.submit = groups.submit
+        if bool(target_conn_id) == bool(self.job.target_url):
+            raise ValueError(
+                "give exactly one of target_conn_id (postgres/mysql) or job=ApplyConfig(target_url=...) "
+                "(delta:/parquet:)"
+            )
         self.spark_conn_id = spark_conn_id
         self.cdc_conn_id = cdc_conn_id
         self.tables = list(tables)
-        self.source = source
-        self.topics = topics
-        self.topic_pattern = topic_pattern
-        self.bootstrap_servers = bootstrap_servers
-        self.changelog_dir = changelog_dir
         self.kafka_conn_id = kafka_conn_id
         #: Kafka client settings of the instance's sink (no secret: its API leaves them out).
         self.kafka_options: dict[str, str] = {}
         self.target_conn_id = target_conn_id
-        self.target_url = target_url
-        self.table_map = dict(table_map or {})
-        self.lane_groups = [list(g) for g in lane_groups]
-        self.lanes = lanes
-        self.settings = dict(settings or {})
-        self.checkpoint = checkpoint
-        self.trigger = trigger
-        self.max_duration = max_duration
-        self.max_records_per_batch = max_records_per_batch
-        self.master = master
-        self.deploy_mode = deploy_mode
-        self.conf = dict(conf or {})
-        self.jars = list(jars)
-        self.packages = list(packages)
-        self.py_files = list(py_files)
-        self.python = python
-        self.executor_python = executor_python
-        self.ship_package = ship_package
         self.checkpoint_lock_timeout = checkpoint_lock_timeout
         self.check_target = check_target
         self._follower: Follower | None = None
+
+    def render_template(
+        self,
+        content: Any,
+        context: Context,
+        jinja_env: jinja2.Environment | None = None,
+        seen_oids: set[int] | None = None,
+    ) -> Any:
+        """Airflow renders a nested object's ``template_fields`` by setting them on it; the config
+        groups are frozen, so they are rendered into a copy (checked again as it is made)."""
+        if isinstance(content, ApplyConfig | SubmitConfig):
+            env = jinja_env or self.get_template_env()
+            oids = set() if seen_oids is None else seen_oids
+            rendered = {
+                name: self.render_template(value, context, env, oids)
+                for name in content.template_fields
+                if (value := getattr(content, name))
+            }
+            return dataclasses.replace(content, **rendered)
+        return super().render_template(content, context, jinja_env, seen_oids)
+
+    # use_instance() fills what the DAG left out under these names: each reads and replaces a
+    # field of ``job``.
+    source = _job_field("source")
+    topics = _job_field("topics")
+    bootstrap_servers = _job_field("bootstrap_servers")
+    changelog_dir = _job_field("changelog_dir")
+    settings = _job_field("settings")
 
     def use_instance(self) -> None:
         """Fill what the DAG left out from the capturing instance's running configuration."""
         from airflow_cdc.hooks.engine import CdcEngineHook
         from airflow_cdc.spark.apply import inputs_from_engine_config
 
-        hook = CdcEngineHook(str(self.cdc_conn_id))
-        config = hook.running_config()
-        if hook.settings.kafka_connect:
-            # A Debezium connector writes to the Connect cluster's Kafka, which the connection names.
-            config = {
-                **config,
-                "sink.type": "kafka",
-                "sink.kafka.producer.bootstrap.servers": hook.settings.bootstrap_servers,
-            }
+        # Its running configuration with where its events go (a connector on Connect: the
+        # cluster's Kafka, which its connection names).
+        with CdcEngineHook(str(self.cdc_conn_id)).get_backend() as backend:
+            config = backend.delivery_config()
         try:
             derived = inputs_from_engine_config(config, self.tables)
         except ValueError as exc:
@@ -252,23 +240,29 @@ class CdcSparkApplyOperator(BaseOperator):
         self.settings = {**derived["settings"], **self.settings}
 
     def job_args(self, checkpoint: str) -> list[str]:
-        topics = self.topics.split(",") if isinstance(self.topics, str) else list(self.topics)
-        args = ["--source", self.source or "kafka", "--checkpoint", checkpoint, "--lanes", str(self.lanes)]
-        args += ["--trigger", self.trigger, "--app-name", f"cdc-apply-{self.dag_id}-{self.task_id}"]
-        optional = {
-            "--topics": ",".join(t.strip() for t in topics if t.strip()),
-            "--topic-pattern": self.topic_pattern,
-            "--bootstrap-servers": self.bootstrap_servers,
-            "--changelog-dir": self.changelog_dir,
-            "--max-duration": self.max_duration,
-            "--max-records-per-batch": self.max_records_per_batch,
-        }
-        args += [part for flag, value in optional.items() if value for part in (flag, str(value))]
-        args += [part for s, t in self.table_map.items() for part in ("--table-map", f"{s}={t}")]
-        args += [part for g in self.lane_groups for part in ("--lane-group", ",".join(g))]
-        args += [part for k, v in self.settings.items() for part in ("--setting", f"{k}={v}")]
-        args += [part for k, v in self.kafka_options.items() for part in ("--kafka-option", f"{k}={v}")]
-        return args
+        """The job's command line: ``--config-json`` and the job as one JSON document.
+
+        One argument rather than a file: an application argument reaches the driver wherever
+        spark-submit starts it - in this task (client mode, ADR 0015), or on a cluster node in
+        a cluster deploy mode - with nothing to ship (``--files``), no path to resolve in the
+        driver's working directory and nothing to clean up. ``ps`` shows it, so it holds no secret:
+        the target URL and Kafka passwords travel in the job's environment. Linux takes up to
+        128 KiB in one argument: thousands of tables."""
+        job = dataclasses.replace(
+            self.job,
+            source=self.job.source or "kafka",
+            checkpoint=checkpoint,
+            target_url=None,  # in the environment (TARGET_URL_ENV), with a SQL URL's password
+            kafka_options={**self.kafka_options, **self.job.kafka_options},
+            app_name=self.job.app_name or f"cdc-apply-{self.dag_id}-{self.task_id}",
+        )
+        document = json.dumps(job.to_document(), separators=(",", ":"))
+        if len(document.encode()) >= _MAX_ARGUMENT:  # its limit counts the closing NUL
+            raise AirflowFailException(
+                f"the job's document is {len(document.encode())} bytes, over the {_MAX_ARGUMENT} one command-line "
+                "argument may hold: split its tables over several apply tasks"
+            )
+        return ["--config-json", document]
 
     def kafka_secrets(self) -> dict[str, str]:
         """The ``kafka_conn_id`` connection's client settings, for the job's environment."""
@@ -289,7 +283,7 @@ class CdcSparkApplyOperator(BaseOperator):
         if conn.port and master.startswith("spark://") and master.count(":") == 1:
             master = f"{master}:{conn.port}"
         try:
-            check_master(master, self.deploy_mode)
+            check_master(master, self.submit.deploy_mode)
         except SparkMasterError as exc:
             raise AirflowFailException(f"connection {self.spark_conn_id!r}: {exc}") from exc
         return master
@@ -299,10 +293,11 @@ class CdcSparkApplyOperator(BaseOperator):
         return str(Path(home) / "cdc" / "checkpoints" / f"{self.dag_id}.{self.task_id}")
 
     def connector_jars(self, target: str) -> list[str]:
+        """The jars ``scripts/setup`` resolved, when the Kafka source or a Delta target needs them."""
         from airflow_cdc.spark.apply import connector_jars
 
-        needs = (self.source or "kafka") == "kafka" or scheme_of(target) == "delta"
-        return [*(connector_jars() if needs else []), *self.jars]
+        needs = (self.job.source or "kafka") == "kafka" or scheme_of(target) == "delta"
+        return connector_jars() if needs else []
 
     def execute(self, context: Context) -> dict[str, Any]:
         from airflow_cdc.spark.apply import KAFKA_OPTIONS_ENV
@@ -312,29 +307,23 @@ class CdcSparkApplyOperator(BaseOperator):
         if self.cdc_conn_id:
             self.use_instance()
         if self.spark_conn_id:
-            self.master = self.connection_master()
-        target = connection_url(self.target_conn_id) if self.target_conn_id else str(self.target_url)
+            self.submit = dataclasses.replace(self.submit, master=self.connection_master())
+        target = connection_url(self.target_conn_id) if self.target_conn_id else str(self.job.target_url)
         if scheme_of(target) not in (*SQL_SCHEMES, *LAKE_SCHEMES):
-            raise AirflowException(f"target_url {self.target_url!r}: use delta:PATH or parquet:PATH")
+            raise AirflowException(f"target_url {self.job.target_url!r}: use delta:PATH or parquet:PATH")
         if self.check_target:
             self.preflight(target)
-        checkpoint = self.checkpoint or self.default_checkpoint()
-        submit = SparkSubmit(
-            job_args=self.job_args(checkpoint),
-            master=self.master,
-            deploy_mode=self.deploy_mode,
-            conf=self.conf,
-            jars=self.connector_jars(target),
-            packages=self.packages,
-            py_files=self.py_files,
-            executor_python=self.executor_python,
-            ship_package=self.ship_package,
+        checkpoint = self.job.checkpoint or self.default_checkpoint()
+        master = self.submit.master
+        submit = SparkSubmit.from_config(
+            self.submit,
+            self.job_args(checkpoint),
+            connector_jars=self.connector_jars(target),
             target_url=target,
-            python=self.python or sys.executable,
             env={KAFKA_OPTIONS_ENV: json.dumps(secrets)} if (secrets := self.kafka_secrets()) else {},
         )
-        self.log.info("spark-submit: master %s, checkpoint %s", self.master, checkpoint)
-        for warning in storage_warnings(self.master, checkpoint, target):
+        self.log.info("spark-submit: master %s, checkpoint %s", master, checkpoint)
+        for warning in storage_warnings(master, checkpoint, target):
             self.log.warning("%s", warning)
         try:
             with self.hold(checkpoint, context):
@@ -357,11 +346,12 @@ class CdcSparkApplyOperator(BaseOperator):
         """The target's refusal fails the task for good; its silence, retriably."""
         from airflow_cdc.spark.cluster import is_local
 
-        label = f"target connection {self.target_conn_id!r}" if self.target_conn_id else f"target {self.target_url!r}"
-        named = [*self.tables, *self.table_map, *(table for group in self.lane_groups for table in group)]
+        job = self.job
+        label = f"target connection {self.target_conn_id!r}" if self.target_conn_id else f"target {job.target_url!r}"
+        named = [*self.tables, *job.table_map, *(table for group in job.lane_groups for table in group)]
         try:
             check_before_start(
-                target, label, list(dict.fromkeys(named)), self.table_map, writes_here=is_local(self.master)
+                target, label, list(dict.fromkeys(named)), dict(job.table_map), writes_here=is_local(self.submit.master)
             )
         except TargetRefused as exc:
             raise AirflowFailException(str(exc)) from exc

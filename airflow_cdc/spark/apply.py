@@ -1,6 +1,6 @@
 """The apply job: read captured changes, keep the last per key, apply them to a target.
 
-Run it with spark-submit (what ``SparkApplyOperator`` does) or as ``python -m
+Run it with spark-submit (what ``CdcSparkApplyOperator`` does) or as ``python -m
 airflow_cdc.spark.apply``; both parse the arguments, build the session, and run::
 
     source (raw frame) → flatten → latest change per key → lanes → target, per micro-batch
@@ -8,6 +8,10 @@ airflow_cdc.spark.apply``; both parse the arguments, build the session, and run:
 Exactly once: Spark's checkpoint commits a batch's offsets only after ``foreachBatch`` returned,
 that is after every lane finished; a batch replayed after a crash finds the target rows already
 at its positions, and the target's position guard turns it into a no-op (``frames.py``).
+
+The arguments are either one JSON document, ``--config-json '{"topics": [...], ...}'``
+(``job_config.ApplyConfig``'s fields, checked here: what the operator passes), or the flags of
+``parser()`` for a run by hand; both become the same ``ApplyConfig``.
 
 The last line on stdout is ``CDC_APPLY_RESULT {json}``: batches, records read, rows upserted and
 deleted, and the end offsets; the operator turns it into XCom.
@@ -25,7 +29,9 @@ from collections.abc import Callable, Iterable, Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
+from airflow_cdc.engine.errors import ConfigError, ConfigProblem
 from airflow_cdc.engine.kafka_settings import security_settings
+from airflow_cdc.spark.job_config import ApplyConfig, JobConfigError
 from airflow_cdc.spark.reading import SOURCES, SourceOptions
 
 RESULT_MARKER = "CDC_APPLY_RESULT "
@@ -39,7 +45,7 @@ KAFKA_OPTIONS_ENV = "CDC_APPLY_KAFKA_OPTIONS"
 
 @dataclass
 class ApplyJob:
-    """Everything one run needs; ``parse_args`` builds it from the command line."""
+    """Everything one run needs; ``parse_args`` builds it from the command line (``job_from_config``)."""
 
     source: SourceOptions
     target_url: str
@@ -89,6 +95,12 @@ def _groups(values: Iterable[str]) -> dict[str, str]:
 
 def parser() -> argparse.ArgumentParser:
     p = argparse.ArgumentParser(prog="airflow_cdc.spark.apply", description=__doc__.split("\n\n")[0])
+    p.add_argument(
+        "--config-json",
+        metavar="JSON",
+        help="the whole job as one JSON object of ApplyConfig's fields (what the operator passes), instead of "
+        "the flags below",
+    )
     p.add_argument("--source", choices=SOURCES, default="kafka")
     p.add_argument("--bootstrap-servers")
     p.add_argument("--topics", default="", help="comma-separated topics (Kafka) or topic directories (changelog)")
@@ -98,7 +110,8 @@ def parser() -> argparse.ArgumentParser:
     p.add_argument("--max-records-per-batch", type=int)
     p.add_argument("--kafka-option", action="append", default=[], metavar="KEY=VALUE")
     p.add_argument("--target-url", help=f"postgresql://, mysql://, delta:PATH or parquet:PATH (else ${TARGET_URL_ENV})")
-    p.add_argument("--checkpoint", required=True, help="Spark's checkpoint directory for this job")
+    # Required unless --config-json gives it (parse_args says so as argparse would).
+    p.add_argument("--checkpoint", help="Spark's checkpoint directory for this job (required)")
     p.add_argument("--table-map", action="append", default=[], metavar="SOURCE_TABLE=TARGET_TABLE")
     p.add_argument("--lane-group", action="append", default=[], metavar="T1,T2,...")
     p.add_argument("--lanes", type=int, default=2, help="tables (or groups) applied in parallel")
@@ -111,32 +124,93 @@ def parser() -> argparse.ArgumentParser:
 
 
 def parse_args(argv: Sequence[str]) -> ApplyJob:
-    args = parser().parse_args(argv)
-    target = args.target_url or os.environ.get(TARGET_URL_ENV)
+    p = parser()
+    args = p.parse_args(argv)
+    if args.config_json is not None:
+        flags = [a.split("=", 1)[0] for a in argv if a.startswith("--") and not a.startswith("--config-json")]
+        if flags:
+            p.error(f"--config-json holds the whole job: leave out {', '.join(flags)}")
+        return job_from_config(config_from_json(args.config_json))
+    if not args.checkpoint:
+        p.error("the following arguments are required: --checkpoint")
+    try:
+        config = ApplyConfig(
+            source=args.source,
+            bootstrap_servers=args.bootstrap_servers,
+            topics=args.topics,
+            topic_pattern=args.topic_pattern,
+            changelog_dir=args.changelog_dir,
+            starting_offsets=args.starting_offsets,
+            max_records_per_batch=args.max_records_per_batch or None,  # 0 has always meant no limit
+            kafka_options=_pairs(args.kafka_option, "--kafka-option"),
+            target_url=args.target_url,
+            checkpoint=args.checkpoint,
+            table_map=_pairs(args.table_map, "--table-map"),
+            lane_groups=args.lane_group,
+            lanes=max(1, args.lanes),
+            settings=_pairs(args.setting, "--setting"),
+            trigger=args.trigger,
+            max_duration=args.max_duration,
+            processing_time=args.processing_time,
+            app_name=args.app_name,
+        )
+    except JobConfigError as exc:
+        raise SystemExit(str(_by_flag(exc))) from None
+    return job_from_config(config)
+
+
+#: ``ApplyConfig`` fields whose flag is not ``--`` and the field's name with dashes.
+_FLAGS = {"lane_groups": "--lane-group", "settings": "--setting", "kafka_options": "--kafka-option"}
+
+
+def _by_flag(exc: JobConfigError) -> ConfigError:
+    """The problems of a run by hand, named by the flags it was given."""
+    problems = []
+    for problem in exc.problems:
+        name = problem.key.partition(".")[2]
+        problems.append(ConfigProblem(_FLAGS.get(name, "--" + name.replace("_", "-")), problem.message, problem.fix))
+    return ConfigError(problems)
+
+
+def config_from_json(text: str) -> ApplyConfig:
+    """The ``--config-json`` document, checked field by field (a wrong one fails here, named,
+    before the session starts)."""
+    try:
+        return ApplyConfig.from_document(json.loads(text))
+    except ValueError as exc:  # not JSON, or a JobConfigError naming the fields
+        raise SystemExit(f"--config-json: {exc}") from None
+
+
+def job_from_config(config: ApplyConfig) -> ApplyJob:
+    """The run ``config`` describes; the target from ``$CDC_APPLY_TARGET_URL`` unless it names one,
+    the Kafka client settings of ``$CDC_APPLY_KAFKA_OPTIONS`` under its own."""
+    target = config.target_url or os.environ.get(TARGET_URL_ENV)
     if not target:
         raise SystemExit(f"no target: give --target-url or set {TARGET_URL_ENV}")
+    if not config.checkpoint:
+        raise SystemExit("no checkpoint: give --checkpoint (or checkpoint in --config-json)")
     source = SourceOptions(
-        kind=args.source,
-        bootstrap_servers=args.bootstrap_servers,
-        topics=tuple(t.strip() for t in args.topics.split(",") if t.strip()),
-        topic_pattern=args.topic_pattern,
-        changelog_dir=args.changelog_dir,
-        starting_offsets=args.starting_offsets,
-        max_records_per_batch=args.max_records_per_batch,
-        kafka={**_env_kafka_options(), **_pairs(args.kafka_option, "--kafka-option")},
+        kind=config.source or "kafka",
+        bootstrap_servers=config.bootstrap_servers,
+        topics=tuple(config.topics),
+        topic_pattern=config.topic_pattern,
+        changelog_dir=config.changelog_dir,
+        starting_offsets=config.starting_offsets,
+        max_records_per_batch=config.max_records_per_batch,
+        kafka={**_env_kafka_options(), **config.kafka_options},
     )
     return ApplyJob(
         source=source,
         target_url=target,
-        checkpoint=args.checkpoint,
-        table_map=_pairs(args.table_map, "--table-map"),
-        lane_groups=_groups(args.lane_group),
-        lanes=max(1, args.lanes),
-        settings=_pairs(args.setting, "--setting"),
-        trigger=args.trigger,
-        max_duration=args.max_duration,
-        processing_time=args.processing_time,
-        app_name=args.app_name,
+        checkpoint=config.checkpoint,
+        table_map=dict(config.table_map),
+        lane_groups=_groups(",".join(group) for group in config.lane_groups),
+        lanes=config.lanes,
+        settings=dict(config.settings),
+        trigger=config.trigger,
+        max_duration=config.max_duration,
+        processing_time=config.processing_time,
+        app_name=config.app_name or "airflow-cdc-apply",
     )
 
 

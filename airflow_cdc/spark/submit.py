@@ -39,6 +39,7 @@ from airflow_cdc.spark.cluster import (
     check_reachable,
     is_local,
 )
+from airflow_cdc.spark.job_config import SubmitConfig
 
 __all__ = ["Follower", "SparkJobError", "SparkMasterError", "SparkMasterUnreachable", "SparkSubmit", "pyspark_home"]
 
@@ -88,6 +89,32 @@ class SparkSubmit:
     #: executors get it inside the tasks the driver sends them.
     target_url: str | None = None
     env: Mapping[str, str] = field(default_factory=dict)
+
+    @classmethod
+    def from_config(
+        cls,
+        config: SubmitConfig,
+        job_args: Sequence[str],
+        *,
+        connector_jars: Sequence[str] = (),
+        target_url: str | None = None,
+        env: Mapping[str, str] | None = None,
+    ) -> SparkSubmit:
+        """The submit ``config`` describes, with the connector jars the job needs before its own."""
+        return cls(
+            job_args=list(job_args),
+            master=config.master,
+            deploy_mode=config.deploy_mode,
+            conf=dict(config.conf),
+            jars=[*connector_jars, *config.jars],
+            packages=list(config.packages),
+            py_files=list(config.py_files),
+            python=config.python or sys.executable,
+            executor_python=config.executor_python,
+            ship_package=config.ship_package,
+            target_url=target_url,
+            env=dict(env or {}),
+        )
 
     @property
     def ships_package(self) -> bool:

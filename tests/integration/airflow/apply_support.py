@@ -12,7 +12,7 @@ import psycopg
 import pytest
 
 from airflow_cdc.local.postgres import PostgresServer
-from airflow_cdc.operators.spark import CdcSparkApplyOperator
+from airflow_cdc.operators.spark import ApplyConfig, CdcSparkApplyOperator, SubmitConfig
 
 TOPIC = "shop.public.orders"
 TABLE = "public.orders"
@@ -39,15 +39,25 @@ def set_connection(monkeypatch: pytest.MonkeyPatch, conn_id: str, **fields: Any)
     monkeypatch.setenv(f"AIRFLOW_CONN_{conn_id.upper()}", json.dumps(fields))
 
 
-def apply_operator(changelog: Path, checkpoint: Path, **kwargs: Any) -> CdcSparkApplyOperator:
-    return CdcSparkApplyOperator(
-        task_id="apply",
+def apply_operator(
+    changelog: Path,
+    checkpoint: Path,
+    *,
+    target_url: str | None = None,
+    table_map: dict[str, str] | None = None,
+    master: str = "local[1]",
+    **kwargs: Any,
+) -> CdcSparkApplyOperator:
+    job = ApplyConfig(
         source="changelog",
         changelog_dir=str(changelog),
         topics=[TOPIC],
         checkpoint=str(checkpoint),
-        conf=DRIVER_CONF,
-        **{"master": "local[1]", **kwargs},
+        target_url=target_url,
+        table_map=table_map or {},
+    )
+    return CdcSparkApplyOperator(
+        task_id="apply", job=job, submit=SubmitConfig(master=master, conf=DRIVER_CONF), **kwargs
     )
 
 

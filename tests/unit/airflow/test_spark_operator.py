@@ -1,16 +1,22 @@
-"""CdcSparkApplyOperator: arguments → spark-submit command and environment, the instance's
-configuration → the job's inputs, and the driver's failure as the task's error."""
+"""CdcSparkApplyOperator: its config groups (and the old keyword arguments) → the job's one JSON
+argument, spark-submit's command and environment; templates rendered inside the groups; the
+instance's configuration → the job's inputs; the driver's failure as the task's error."""
 
 from __future__ import annotations
 
 import json
 import sys
+import warnings
+from datetime import datetime
 from pathlib import Path
+from typing import Any
 
 import pytest
+from airflow.exceptions import AirflowProviderDeprecationWarning
 
-from airflow_cdc.operators.spark import CdcSparkApplyOperator, connection_url
+from airflow_cdc.operators.spark import ApplyConfig, CdcSparkApplyOperator, SubmitConfig, connection_url
 from airflow_cdc.spark.apply import TARGET_URL_ENV, inputs_from_engine_config, parse_args
+from airflow_cdc.spark.job_config import JobConfigError
 from airflow_cdc.spark.submit import Follower, SparkJobError, SparkSubmit, pyspark_home
 
 SECRET = "s3cr3t-pw"
@@ -40,31 +46,144 @@ def test_other_connection_types_are_refused_with_the_fix(monkeypatch: pytest.Mon
         connection_url("http")
 
 
-def test_arguments_render_into_job_arguments_the_job_parses_back(monkeypatch: pytest.MonkeyPatch) -> None:
+def test_the_groups_become_one_json_argument_the_job_parses_back(monkeypatch: pytest.MonkeyPatch) -> None:
     operator = CdcSparkApplyOperator(
         task_id="apply",
-        source="kafka",
-        topics=["shop.public.orders", "shop.public.customers"],
-        bootstrap_servers="k:9092",
-        target_url="delta:/lake",
-        table_map={"public.orders": "sales.orders"},
-        lane_groups=[["public.orders", "public.order_lines"]],
-        settings={"decimal.handling.mode": "string"},
-        max_records_per_batch=5000,
+        job=ApplyConfig(
+            source="kafka",
+            topics=["shop.public.orders", "shop.public.customers"],
+            bootstrap_servers="k:9092",
+            target_url="delta:/lake",
+            table_map={"public.orders": "sales.orders"},
+            lane_groups=[["public.orders", "public.order_lines"]],
+            settings={"decimal.handling.mode": "string"},
+            max_records_per_batch=5000,
+        ),
     )
-    assert {"topics", "target_url", "settings", "checkpoint", "tables"} <= set(operator.template_fields)
+    args = operator.job_args("/ck")
+    assert args[0] == "--config-json" and len(args) == 2
+    assert "target_url" not in json.loads(args[1])  # in the environment, with a SQL URL's password
     monkeypatch.setenv(TARGET_URL_ENV, "delta:/lake")
-    job = parse_args(operator.job_args("/ck"))
+    job = parse_args(args)
     assert job.source.topics == ("shop.public.orders", "shop.public.customers")
     assert job.source.bootstrap_servers == "k:9092" and job.source.max_records_per_batch == 5000
     assert job.table_map == {"public.orders": "sales.orders"}
     assert job.lane_groups == {"public.orders": "public.orders", "public.order_lines": "public.orders"}
     assert job.settings == {"decimal.handling.mode": "string"} and job.checkpoint == "/ck"
+    assert job.target_url == "delta:/lake" and job.app_name == "cdc-apply-adhoc_airflow-apply"
 
 
-def test_exactly_one_target() -> None:
+def test_the_old_keyword_arguments_map_onto_the_groups_with_a_warning_naming_the_new_form() -> None:
+    with pytest.warns(DeprecationWarning) as caught:
+        operator = CdcSparkApplyOperator(
+            task_id="apply", target_url="delta:/lake", topics="a, b", lanes=4, master="local[2]", conf={"k": "v"}
+        )
+    [warning] = caught.list
+    assert issubclass(warning.category, AirflowProviderDeprecationWarning)
+    assert warning.filename == __file__  # the DAG's line, not Airflow's or ours
+    assert str(warning.message) == (
+        "CdcSparkApplyOperator 'apply': pass job=ApplyConfig(target_url='delta:/lake', topics='a, b', lanes=4), "
+        "submit=SubmitConfig(master='local[2]', conf={'k': 'v'}) instead of target_url='delta:/lake', "
+        "topics='a, b', lanes=4, master='local[2]', conf={'k': 'v'} (from airflow_cdc.spark.job_config; "
+        "the separate keyword arguments will be removed)"
+    )
+    assert operator.job == ApplyConfig(target_url="delta:/lake", topics=("a", "b"), lanes=4)
+    assert operator.submit == SubmitConfig(master="local[2]", conf={"k": "v"})
+    with warnings.catch_warnings():
+        warnings.simplefilter("error")  # the group form warns about nothing
+        CdcSparkApplyOperator(task_id="apply", job=ApplyConfig(target_url="delta:/lake", lanes=4))
+    with pytest.raises(ValueError, match=r"lanes and job= both given: move lanes into job=ApplyConfig\(...\)"):
+        CdcSparkApplyOperator(task_id="apply", job=ApplyConfig(target_url="delta:/lake"), lanes=4)
+
+
+def test_a_wrong_field_is_named_when_the_dag_is_parsed() -> None:
+    with pytest.raises(JobConfigError) as failure:
+        CdcSparkApplyOperator(task_id="apply", job=ApplyConfig(target_url="delta:/x", lanes=0, trigger="once"))
+    assert [p.key for p in failure.value.problems] == ["ApplyConfig.lanes", "ApplyConfig.trigger"]
+    with pytest.raises(ValueError, match=r"ApplyConfig\.lanes: must be a whole number >= 1, got 0"):
+        CdcSparkApplyOperator(task_id="apply", target_url="delta:/x", lanes=0)  # the old form too
+    with pytest.raises(ValueError, match=r"SubmitConfig\.master: 'local\[0\]' is not a Spark master URL"):
+        CdcSparkApplyOperator(
+            task_id="apply", job=ApplyConfig(target_url="delta:/x"), submit=SubmitConfig(master="local[0]")
+        )
+
+
+def test_templated_fields_render_inside_the_groups_and_are_checked_once_rendered() -> None:
+    from airflow.sdk import DAG
+
+    with DAG("d", schedule=None, start_date=datetime(2026, 1, 1), params={"db": "shop", "master": "local[3]"}):
+        operator = CdcSparkApplyOperator(
+            task_id="apply",
+            tables=["{{ params.db }}.orders"],
+            job=ApplyConfig(
+                topics="{{ params.db }}.public.orders,{{ params.db }}.public.lines",
+                target_url="delta:/lake/{{ ds }}",
+                table_map={"public.orders": "{{ params.db }}_orders"},
+                settings={"decimal.handling.mode": "{{ 'string' }}"},
+                checkpoint="/ck/{{ ds }}",
+            ),
+            submit=SubmitConfig(master="{{ params.master }}", conf={"spark.app.tag": "{{ ds }}"}),
+        )
+    given = operator.job
+    assert {"job", "submit", "tables"} <= set(operator.template_fields)
+    assert {"topics", "target_url", "settings", "checkpoint", "table_map"} <= set(ApplyConfig.template_fields)
+    assert {"master", "conf"} <= set(SubmitConfig.template_fields)
+    operator.render_template_fields({"ds": "2026-01-05", "params": {"db": "shop", "master": "local[3]"}})
+    assert operator.tables == ["shop.orders"]
+    assert operator.job.topics == ("shop.public.orders", "shop.public.lines")
+    assert operator.job.target_url == "delta:/lake/2026-01-05" and operator.job.checkpoint == "/ck/2026-01-05"
+    assert operator.job.table_map == {"public.orders": "shop_orders"}
+    assert operator.job.settings == {"decimal.handling.mode": "string"}
+    assert operator.submit == SubmitConfig(master="local[3]", conf={"spark.app.tag": "2026-01-05"})
+    # A copy was rendered; a template stays one name until then (its commas may be Jinja's).
+    assert given.topics == ("{{ params.db }}.public.orders,{{ params.db }}.public.lines",)
+
+    # A value rendered wrong is named as one given wrong.
+    bad = CdcSparkApplyOperator(
+        task_id="bad", job=ApplyConfig(target_url="delta:/x"), submit=SubmitConfig(master="{{ params.m }}")
+    )
+    with pytest.raises(JobConfigError, match=r"SubmitConfig\.master: 'mars' is not a Spark master URL"):
+        bad.render_template_fields({"params": {"m": "mars"}})
+
+
+def test_the_serialized_dag_shows_the_groups_as_json_objects() -> None:
+    """Airflow's DAG serialization (and its rendered-template view, by the same rule) calls the
+    groups' ``serialize()``: the UI gets their fields, and the secrets masker their keys."""
+    from airflow.sdk import DAG
+    from airflow.serialization.serialized_objects import DagSerialization
+
+    with DAG("d", schedule=None, start_date=datetime(2026, 1, 1)) as dag:
+        CdcSparkApplyOperator(
+            task_id="apply",
+            job=ApplyConfig(target_url="delta:/lake/{{ ds }}", lanes=3),
+            submit=SubmitConfig(conf={"spark.ui.enabled": "false"}),
+        )
+    [task] = DagSerialization.to_dict(dag)["dag"]["tasks"]
+    assert task["__var"]["job"]["target_url"] == "delta:/lake/{{ ds }}" and task["__var"]["job"]["lanes"] == 3
+    assert task["__var"]["submit"]["conf"] == {"spark.ui.enabled": "false"}
+    assert DagSerialization.from_dict(DagSerialization.to_dict(dag)).get_task("apply").template_fields_renderers == {
+        "job": "json",
+        "submit": "json",
+    }
+
+
+def test_the_readmes_example_builds_its_groups_without_a_warning() -> None:
+    from tests.readme_blocks import readme_block
+
+    namespace: dict[str, Any] = {}
+    with warnings.catch_warnings():
+        warnings.simplefilter("error", DeprecationWarning)
+        exec(readme_block("apply:groups"), namespace)
+    apply = namespace["apply"]
+    assert apply.job.lanes == 4 and apply.job.lane_groups == (("public.orders", "public.order_lines"),)
+    assert apply.submit.master == "spark://spark-master:7077" and apply.target_conn_id == "pg_shop_replica"
+
+
+def test_the_exactly_one_target() -> None:
     with pytest.raises(ValueError, match="exactly one of target_conn_id"):
-        CdcSparkApplyOperator(task_id="apply", topics=["t"])
+        CdcSparkApplyOperator(task_id="apply", job=ApplyConfig(topics=["t"]))
+    with pytest.raises(ValueError, match="exactly one of target_conn_id"):
+        CdcSparkApplyOperator(task_id="apply", target_conn_id="pg", job=ApplyConfig(target_url="delta:/x"))
 
 
 def test_the_instance_config_names_sink_topics_and_value_modes() -> None:

@@ -8,18 +8,16 @@ from pathlib import Path
 
 from airflow.sdk import DAG
 
-from airflow_cdc.operators.spark import CdcSparkApplyOperator
+from airflow_cdc.operators.spark import ApplyConfig, CdcSparkApplyOperator
 from airflow_cdc.spark.checkpoint_lock import lock_file
 
 
 def test_one_instance_of_the_task_at_a_time_unless_the_dag_or_the_task_says_otherwise() -> None:
-    assert CdcSparkApplyOperator(task_id="apply", target_url="delta:/x").max_active_tis_per_dag == 1
-    assert (
-        CdcSparkApplyOperator(task_id="a", target_url="delta:/x", max_active_tis_per_dag=None).max_active_tis_per_dag
-        is None
-    )
+    lake = ApplyConfig(target_url="delta:/x")
+    assert CdcSparkApplyOperator(task_id="apply", job=lake).max_active_tis_per_dag == 1
+    assert CdcSparkApplyOperator(task_id="a", job=lake, max_active_tis_per_dag=None).max_active_tis_per_dag is None
     with DAG("d", schedule=None, start_date=datetime(2026, 1, 1), default_args={"max_active_tis_per_dag": 3}):
-        assert CdcSparkApplyOperator(task_id="apply", target_url="delta:/x").max_active_tis_per_dag == 3
+        assert CdcSparkApplyOperator(task_id="apply", job=lake).max_active_tis_per_dag == 3
 
 
 def test_the_lock_file_sits_beside_a_local_checkpoint_and_remote_ones_have_none() -> None:
@@ -51,11 +49,17 @@ def test_a_secured_kafka_sink_reaches_the_job_without_its_password_in_argv(monke
         "sink.kafka.producer.sasl.mechanism": "SCRAM-SHA-512",
     }
     apply = CdcSparkApplyOperator(
-        task_id="apply", target_url="delta:/x", topics="shop.public.orders", kafka_conn_id="kafka_secure"
+        task_id="apply",
+        job=ApplyConfig(target_url="delta:/x", topics="shop.public.orders", kafka_options={"client.id": "cdc"}),
+        kafka_conn_id="kafka_secure",
     )
     apply.kafka_options = dict(inputs_from_engine_config(running, ["public.orders"])["kafka_options"])
     args = apply.job_args("/tmp/ck")
-    assert "--kafka-option" in args and "security.protocol=SASL_SSL" in args
+    assert json.loads(args[1])["kafka_options"] == {
+        "security.protocol": "SASL_SSL",
+        "sasl.mechanism": "SCRAM-SHA-512",
+        "client.id": "cdc",  # the DAG's own beside the instance's
+    }
     assert not any("s3cret" in a for a in args)
     assert apply.kafka_secrets() == {"sasl.username": "cdc", "sasl.password": "s3cret"}
     assert KAFKA_OPTIONS_ENV == "CDC_APPLY_KAFKA_OPTIONS"
