@@ -16,7 +16,7 @@ import logging
 from collections.abc import Mapping
 from typing import Any
 
-from airflow_cdc.engine.connector import CONNECTOR_CLASSES
+from airflow_cdc.engine.connector import CONNECTOR_CLASSES, KINDS
 from airflow_cdc.engine.engine_config import ENGINE_CONFIG
 from airflow_cdc.engine.errors import ConfigError, ConfigProblem
 from airflow_cdc.engine.server.config_file import flatten, strip_prefixes
@@ -46,7 +46,7 @@ EMBEDDED_KEYS = frozenset(f.name for f in ENGINE_CONFIG.merged(INSTANCE_CONFIG))
 EMBEDDED_PREFIXES = ("api.", "sink.", "offset.storage.")
 
 #: Our connector classes (short names and Python paths) as Debezium's Java classes.
-_JAVA_CLASS = {path: name for name, path in CONNECTOR_CLASSES.items() if name.startswith("io.debezium.")}
+_JAVA_CLASS = {kind.connector: kind.debezium_class for kind in KINDS if kind.debezium_class}
 DEBEZIUM_CLASSES: dict[str, str] = {
     **{name: _JAVA_CLASS[path] for name, path in CONNECTOR_CLASSES.items() if path in _JAVA_CLASS},
     **{path: java for path, java in _JAVA_CLASS.items()},

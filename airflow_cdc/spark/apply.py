@@ -29,6 +29,7 @@ from collections.abc import Callable, Iterable, Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
+from airflow_cdc.engine.connector import source_kind
 from airflow_cdc.engine.errors import ConfigError, ConfigProblem
 from airflow_cdc.engine.kafka_settings import security_settings
 from airflow_cdc.spark.job_config import ApplyConfig, JobConfigError
@@ -363,8 +364,8 @@ VALUE_SETTINGS = (
 
 
 def _is_mysql(config: dict[str, Any]) -> bool:
-    connector = str(config.get("connector.class") or "").lower()
-    return "mysql" in connector or "mariadb" in connector
+    kind = source_kind(config.get("connector.class"))
+    return kind is not None and kind.name in ("mysql", "mariadb")
 
 
 def inputs_from_engine_config(config: dict[str, Any], tables: Sequence[str] = ()) -> dict[str, Any]:

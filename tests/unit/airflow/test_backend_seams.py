@@ -10,8 +10,8 @@ import re
 from pathlib import Path
 
 import airflow_cdc
-from airflow_cdc.backends import connect, local, service
 from airflow_cdc.backends import api as shared
+from airflow_cdc.backends import connect, local, service
 
 PACKAGE = Path(airflow_cdc.__file__).parent
 AIRFLOW_LAYER = ("operators", "sensors", "triggers", "ui")

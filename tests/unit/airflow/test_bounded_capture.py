@@ -10,8 +10,8 @@ from typing import Any
 import pytest
 
 from airflow_cdc.engine.errors import OffsetError, RefusedError
-from airflow_cdc.engine.server.instance_files import offsets_lock
 from airflow_cdc.engine.server.bounded import CaptureBounds, capture
+from airflow_cdc.engine.server.instance_files import offsets_lock
 
 
 def synthetic(tmp_path: Path, **extra: Any) -> dict[str, Any]:

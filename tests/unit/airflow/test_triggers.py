@@ -15,8 +15,8 @@ from typing import Any
 import httpx
 import pytest
 
-from airflow_cdc.engine.notifications import INCREMENTAL, Notification, NotificationPage
 from airflow_cdc.backends.api import AsyncApiBackend
+from airflow_cdc.engine.notifications import INCREMENTAL, Notification, NotificationPage
 from airflow_cdc.engine.server.client import AsyncEngineClient
 from airflow_cdc.engine.server.models import InstancePosition, InstanceStatus, OffsetEntry, TaskPosition, TaskStatus
 from airflow_cdc.hooks.engine import CdcEngineHook
