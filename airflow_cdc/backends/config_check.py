@@ -14,6 +14,7 @@ from collections.abc import Mapping
 from typing import Any
 
 from airflow_cdc.engine.errors import CdcError, ConfigError, RefusedError
+from airflow_cdc.engine.secret_keys import masked_value
 from airflow_cdc.engine.server.config_file import flatten, strip_prefixes
 from airflow_cdc.engine.server.instance_files import override_problems, resolve, validated
 from airflow_cdc.hooks.source_config import is_secret_key
@@ -81,7 +82,8 @@ def config_differences(requested: Mapping[str, Any], running: Mapping[str, Any])
 
 
 def _normal(config: Mapping[str, Any]) -> dict[str, str]:
-    return {key: config_text(value) for key, value in config.items() if value is not None}
+    # A URL's password is masked on both sides: the running configuration shows it masked.
+    return {key: masked_value(key, config_text(value)) for key, value in config.items() if value is not None}
 
 
 def config_text(value: Any) -> str:

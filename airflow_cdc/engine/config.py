@@ -10,12 +10,13 @@ from __future__ import annotations
 
 import difflib
 import os
-import re
 from collections.abc import Callable, Iterable, Iterator, Mapping
 from dataclasses import dataclass
 from typing import Any
 
 from airflow_cdc.engine.errors import ConfigError, ConfigProblem
+from airflow_cdc.engine.secret_keys import is_secret_key as is_secret_key  # the package imports it from here
+from airflow_cdc.engine.secret_keys import masked
 
 _REQUIRED = object()
 
@@ -202,7 +203,7 @@ class Config(Mapping[str, Any]):
         return len(self._props)
 
     def __repr__(self) -> str:
-        return f"Config({_redacted(self._props)!r})"
+        return f"Config({masked(self._props)!r})"
 
     def with_(self, **changes: object) -> Config:
         """A copy with some keys changed; use ``**{"dotted.key": v}`` for property names."""
@@ -211,18 +212,6 @@ class Config(Mapping[str, Any]):
     def subset(self, prefix: str) -> Config:
         """The keys under ``prefix``, with the prefix removed (``transforms.route.`` -> ...)."""
         return Config({k[len(prefix) :]: v for k, v in self._props.items() if k.startswith(prefix)})
-
-
-_SECRET = re.compile(r"password|secret|token|sasl\.jaas", re.IGNORECASE)
-
-
-def is_secret_key(key: str) -> bool:
-    """Whether a property holds a secret (a password, token, secret or JAAS config)."""
-    return bool(_SECRET.search(key))
-
-
-def _redacted(props: Mapping[str, Any]) -> dict[str, Any]:
-    return {k: ("********" if is_secret_key(k) else v) for k, v in props.items()}
 
 
 def available_cores() -> int:

@@ -16,22 +16,16 @@ connection is read through its attributes, so the maps are tested without it.
 from __future__ import annotations
 
 import json
-import re
 from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field
 from typing import Any
 
+# Which keys are secrets (never in a DAG argument, a log line, an error or an XCom) is the
+# engine's one rule; backends import it from here too.
+from airflow_cdc.engine.config import is_secret_key as is_secret_key
 from airflow_cdc.engine.connector import KINDS, source_kind
 from airflow_cdc.engine.errors import ConfigError, ConfigProblem
 from airflow_cdc.engine.server.instance_files import override_problems
-
-#: Keys whose values are secrets: never in a DAG argument, a log line, an error or an XCom.
-SECRET_KEY = re.compile(r"password|passwd|secret|token|credential|jaas|private", re.IGNORECASE)
-#: Keys that say which instance a configuration is; the connection decides them.
-
-
-def is_secret_key(key: str) -> bool:
-    return bool(SECRET_KEY.search(key))
 
 
 def redact(config: Mapping[str, Any]) -> dict[str, Any]:

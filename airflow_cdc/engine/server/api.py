@@ -25,9 +25,10 @@ from fastapi.exceptions import RequestValidationError
 from fastapi.responses import JSONResponse, Response
 from fastapi.security import HTTPAuthorizationCredentials, HTTPBearer
 from starlette.exceptions import HTTPException as StarletteHTTPException
+from starlette.requests import ClientDisconnect
 
-from airflow_cdc.engine.config import is_secret_key
 from airflow_cdc.engine.errors import CdcError, OffsetError, RefusedError
+from airflow_cdc.engine.secret_keys import without_secrets
 from airflow_cdc.engine.server.instance_files import override_problems
 from airflow_cdc.engine.server.metrics import render_metrics
 from airflow_cdc.engine.server.models import StateChange
@@ -121,6 +122,13 @@ def _install_error_handlers(app: FastAPI) -> None:
     async def bad_request(_request: Request, exc: RequestValidationError) -> JSONResponse:
         problems = "; ".join(f"{'.'.join(str(p) for p in e['loc'][1:])}: {e['msg']}" for e in exc.errors())
         return error_response(HTTPStatus.BAD_REQUEST, problems or "bad request")
+
+    @app.exception_handler(ClientDisconnect)
+    async def gone(request: Request, _exc: ClientDisconnect) -> Response:
+        # The client left before its body arrived, or was cut off for being slow (api_protocol):
+        # not a failure of the route, and nobody reads this answer.
+        log.info("control API: %s %s: the client went before its body arrived", request.method, request.url.path)
+        return Response(status_code=HTTPStatus.BAD_REQUEST)
 
     @app.exception_handler(Exception)
     async def broken(request: Request, exc: Exception) -> JSONResponse:  # a broken request must not take it down
@@ -333,7 +341,7 @@ class _ConnectRoutes:
             "name": instance.name,
             "type": "source",
             # what it runs, or would start, with: a service that has not run yet has a config too
-            "config": {k: v for k, v in instance.settings.items() if not is_secret_key(k)},
+            "config": without_secrets(instance.settings),
             "tasks": [{"connector": instance.name, "task": i} for i, _ in enumerate(status["tasks"])],
         }
 
@@ -415,7 +423,8 @@ def _json_object(body: bytes) -> dict[str, Any]:
 
 
 async def _body(request: Request) -> bytes:
-    """The request's body, read within BODY_TIMEOUT_S (a client that trickles it is cut off)."""
+    """The request's body, read within BODY_TIMEOUT_S (a client that trickles it is cut off);
+    the connection's own deadline (``api.read.timeout.ms``, ``api_protocol.py``) usually comes first."""
     try:
         return await asyncio.wait_for(request.body(), BODY_TIMEOUT_S)
     except TimeoutError:

@@ -1,8 +1,10 @@
 """The control API's server: uvicorn on its own thread, on a socket bound before it starts (a
-port of 0 is known at once), with a network-facing service's limits (ADR 0019): request bodies
-of at most 64 KiB (413 past that; a ``Content-Length`` that is not a length is 400), at most 64
-connections at once, idle keep-alive connections closed after 5 s, and TLS - client
-certificates too - when the instance configures it (``api.ssl.*``)."""
+port of 0 is known at once), with a network-facing service's limits (ADR 0019, issue 26): a
+request - line, headers, body - must arrive within ``api.read.timeout.ms`` (408 and closed
+otherwise; ``api_protocol.py``), headers of at most 64 KiB (431), bodies of at most 64 KiB by
+their Content-Length or, chunked, as they stream in (413; a ``Content-Length`` that is not a
+length is 400), at most 64 connections at once, idle keep-alive connections closed after 5 s,
+and TLS - client certificates too - when the instance configures it (``api.ssl.*``)."""
 
 from __future__ import annotations
 
@@ -19,6 +21,7 @@ import uvicorn
 
 from airflow_cdc.engine.errors import CdcError
 from airflow_cdc.engine.server.api import MAX_BODY, Refusal, create_app, error_response
+from airflow_cdc.engine.server.api_protocol import bounded_protocol
 
 if TYPE_CHECKING:
     from airflow_cdc.engine.server.instance import EngineInstance
@@ -28,6 +31,11 @@ log = logging.getLogger(__name__)
 
 MAX_CONNECTIONS = 64
 KEEP_ALIVE_S = 5
+#: The request line and headers; h11 answers 431 past it.
+MAX_HEADERS = 64 * 1024
+#: What is read (and dropped) of a body after the answer went out before it ended, so that a
+#: client that sent a little too much keeps its connection; past it the connection is closed.
+MAX_DRAIN = 4 * MAX_BODY
 
 Scope = MutableMapping[str, Any]
 Message = MutableMapping[str, Any]
@@ -84,15 +92,18 @@ class ControlApi:
         self.instance, self.token, self.tls = instance, token, tls
         self._socket = _bind(host, port)
         self.app = _BodyLimit(create_app(instance, token, lambda: self.url))
+        read_timeout_ms = int(instance.instance_settings["api.read.timeout.ms"])
         config = uvicorn.Config(
             self.app,
+            # h11 whether or not httptools is installed: the limits live in its protocol
+            http=bounded_protocol(read_timeout_ms, header_limit=MAX_HEADERS, drain_limit=MAX_DRAIN),
+            ws="none",  # no route takes a WebSocket; an Upgrade is answered as plain HTTP
             log_level="warning",
             access_log=False,
             lifespan="off",
             server_header=False,
             timeout_keep_alive=KEEP_ALIVE_S,
             limit_concurrency=MAX_CONNECTIONS,
-            h11_max_incomplete_event_size=MAX_BODY,
             ssl_certfile=tls.certfile if tls else None,
             ssl_keyfile=tls.keyfile if tls else None,
             ssl_ca_certs=tls.cafile if tls and tls.cafile else None,

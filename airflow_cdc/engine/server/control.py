@@ -23,6 +23,7 @@ from pathlib import Path
 from typing import Any
 
 from airflow_cdc.engine.errors import ApiUnavailableError, CdcError, RefusedError
+from airflow_cdc.engine.private_files import open_private, private_dir
 from airflow_cdc.engine.server.client import EngineClient
 from airflow_cdc.engine.server.instance_files import LOG, STATUS, api_token, is_running, read_status, resolve, state_dir
 
@@ -38,8 +39,11 @@ def start_detached(
     directory = state_dir(props)
     if is_running(directory):
         raise CdcError(f"instance {props.get('name')!r} is already running ({directory})")
-    directory.mkdir(parents=True, exist_ok=True)
-    with open(directory / LOG, "ab") as log, open(os.devnull, "rb") as stdin:
+    private_dir(directory)
+    with (
+        os.fdopen(open_private(directory / LOG, os.O_WRONLY | os.O_CREAT | os.O_APPEND), "ab") as log,
+        open(os.devnull, "rb") as stdin,
+    ):
         run_starts_at = log.tell()  # append mode: the end, where this run's lines begin
         process = subprocess.Popen(
             [sys.executable, "-m", "airflow_cdc.cli", "engine", "run", "--config", str(config_file)],

@@ -35,6 +35,7 @@ import yaml
 from airflow_cdc.engine.engine import Engine
 from airflow_cdc.engine.errors import CdcError, RefusedError
 from airflow_cdc.engine.positions import codec_for
+from airflow_cdc.engine.private_files import open_private, private_dir
 from airflow_cdc.engine.server.engine_run import EngineRun
 from airflow_cdc.engine.server.instance_files import (
     STATUS,
@@ -165,7 +166,7 @@ class EngineInstance:
     # -- running ----------------------------------------------------------------------------
     def run(self) -> int:
         """Run in the foreground; 0 after a requested stop, 1 if the engine failed."""
-        self.directory.mkdir(parents=True, exist_ok=True)
+        private_dir(self.directory)  # it holds offsets and captured rows: 0700
         try:
             with _locked(self.directory, blocking=False):
                 return self._run_locked()
@@ -281,7 +282,8 @@ class EngineInstance:
         if data.decode() == self._last_written:
             return
         temp = self.directory / f".{STATUS}.tmp"
-        temp.write_bytes(data)
+        with os.fdopen(open_private(temp), "wb") as file:
+            file.write(data)
         os.replace(temp, self.directory / STATUS)
         self._last_written = data.decode()
 
@@ -298,7 +300,8 @@ def _kept_service_state(props: Mapping[str, Any]) -> dict[str, Any]:
 
 
 def _write_service_state(directory: Path, target: str, overrides: Mapping[str, Any]) -> None:
-    directory.mkdir(parents=True, exist_ok=True)
+    private_dir(directory)
     temp = directory / f".{SERVICE_STATE}.tmp"
-    temp.write_text(yaml.safe_dump({"target": target, "config": dict(overrides)}, sort_keys=True))
+    with os.fdopen(open_private(temp), "w") as file:
+        file.write(yaml.safe_dump({"target": target, "config": dict(overrides)}, sort_keys=True))
     os.replace(temp, directory / SERVICE_STATE)

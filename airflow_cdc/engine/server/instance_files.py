@@ -15,6 +15,9 @@ Everything an instance keeps lives in its state directory (``state.dir``, by def
 * ``offsets.json`` and ``changelog/`` - the defaults of ``offset.storage.file.filename`` and
   ``sink.changelog.dir``.
 
+The directory, and the files created here, are private to the instance's user (``0700``/``0600``,
+``private_files``): the offsets and the changelog hold captured rows.
+
 Every run of an instance has an id (``run_id`` in its status, the notification bus's).
 """
 
@@ -35,6 +38,7 @@ import orjson
 
 from airflow_cdc.engine.config import ConfigDef, Field, is_secret_key
 from airflow_cdc.engine.errors import ConfigError, ConfigProblem
+from airflow_cdc.engine.private_files import open_private, private_dir
 from airflow_cdc.engine.server.config_providers import resolve_references
 from airflow_cdc.engine.validation import ValidatedConfig, config_component, sink_component, validate_config
 
@@ -67,6 +71,14 @@ INSTANCE_CONFIG = ConfigDef(
             type="bool",
             default=False,
             doc="Serve plain HTTP on a non-loopback api.host because a TLS-terminating proxy is the only way in.",
+        ),
+        Field(
+            "api.read.timeout.ms",
+            type="int",
+            default=10_000,
+            minimum=1,
+            doc="A request (line, headers, body) must arrive within this of its first byte or of the connection "
+            "opening; a slower client gets 408 and is disconnected.",
         ),
     ]
 )
@@ -141,8 +153,8 @@ def is_running(directory: Path) -> bool:
 
 @contextlib.contextmanager
 def _locked(directory: Path, *, blocking: bool) -> Iterator[IO[str]]:
-    directory.mkdir(parents=True, exist_ok=True)
-    with open(directory / LOCK, "a+") as lock:
+    private_dir(directory)
+    with os.fdopen(open_private(directory / LOCK, os.O_RDWR | os.O_CREAT | os.O_APPEND), "a+") as lock:
         fcntl.flock(lock, fcntl.LOCK_EX | (0 if blocking else fcntl.LOCK_NB))
         try:
             yield lock
@@ -177,7 +189,7 @@ def ensure_api_token(settings: Mapping[str, Any]) -> str:
     token = secrets.token_urlsafe(32)
     path = Path(settings["state.dir"]) / TOKEN
     temp = path.with_name(f".{TOKEN}.{os.getpid()}.tmp")
-    fd = os.open(temp, os.O_WRONLY | os.O_CREAT | os.O_TRUNC, 0o600)
+    fd = open_private(temp)
     with os.fdopen(fd, "w") as file:
         file.write(token + "\n")
         file.flush()

@@ -13,7 +13,8 @@ loses nothing: the temp file is discarded at the next start and its records, nev
 are captured again. A segment is published when it reaches ``segment.max.records`` or
 ``segment.max.bytes``, when it is ``segment.max.ms`` old, and when the engine stops.
 Retention (``retention.ms``, ``retention.bytes``) deletes whole segments, oldest first, never
-the newest one.
+the newest one. Segments are created ``0600`` and the directories the sink makes ``0700``
+(``private_files``): they hold captured rows.
 """
 
 from __future__ import annotations
@@ -30,6 +31,7 @@ from typing import IO, Any
 
 from airflow_cdc.engine.config import ConfigDef, Field
 from airflow_cdc.engine.errors import ConfigError, ConfigProblem
+from airflow_cdc.engine.private_files import open_private, private_dir
 from airflow_cdc.engine.processing import RecordCommitter
 from airflow_cdc.engine.records import SerializedRecord
 from airflow_cdc.engine.sinks.base import Sink
@@ -74,7 +76,7 @@ class _Segment:
     def __init__(self, directory: Path, first_seq: int) -> None:
         self.name = f"{first_seq:020d}.jsonl"
         self.temp = directory / f".{self.name}.tmp"
-        self.file: IO[bytes] = open(self.temp, "wb")  # noqa: SIM115 - closed by publish/discard
+        self.file: IO[bytes] = os.fdopen(open_private(self.temp), "wb")  # closed by publish/discard
         self.opened = time.monotonic()
         self.records = 0
         self.bytes = 0
@@ -107,7 +109,7 @@ class ChangelogSink(Sink):
         self.segments_published = 0
 
     def start(self) -> None:
-        self.root.mkdir(parents=True, exist_ok=True)
+        private_dir(self.root)
         self._timer = threading.Thread(target=self._publish_aged, name="changelog-timer", daemon=True)
         self._timer.start()
 
@@ -158,7 +160,7 @@ class ChangelogSink(Sink):
         with self._topics_lock:
             if name not in self._topics:
                 directory = self.root / name
-                directory.mkdir(parents=True, exist_ok=True)
+                private_dir(directory)
                 self._topics[name] = _Topic(directory, _recover(directory))
             return self._topics[name]
 

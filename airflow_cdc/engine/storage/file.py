@@ -2,7 +2,8 @@
 
 Each write produces a complete new file: write a temporary file in the same directory, fsync
 it, rename it over the old one, fsync the directory. A reader, or a process restarted after
-``kill -9``, sees either the old offsets or the new ones, never a torn file.
+``kill -9``, sees either the old offsets or the new ones, never a torn file. The file and a
+directory made for it are private to the engine's user (``private_files``): offsets carry key values.
 """
 
 from __future__ import annotations
@@ -18,6 +19,7 @@ from typing import Any
 import orjson
 
 from airflow_cdc.engine.errors import OffsetError
+from airflow_cdc.engine.private_files import open_private, private_dir
 from airflow_cdc.engine.records import Offset, Partition
 from airflow_cdc.engine.storage.base import OffsetStore, connect_key, encode_entries, parse_connect_key
 
@@ -25,7 +27,7 @@ from airflow_cdc.engine.storage.base import OffsetStore, connect_key, encode_ent
 def atomic_write(path: Path, data: bytes) -> None:
     """Replace ``path`` with ``data`` so that a crash leaves the old or the new file whole."""
     tmp = path.with_name(f".{path.name}.{os.getpid()}.{threading.get_ident()}.tmp")
-    fd = os.open(tmp, os.O_WRONLY | os.O_CREAT | os.O_TRUNC, 0o644)
+    fd = open_private(tmp)  # 0600: the renamed file is the offsets file
     try:
         view = memoryview(data)
         while view:
@@ -67,7 +69,7 @@ class FileOffsetStore(OffsetStore):
         self._data: dict[str, Any] = {}
 
     def start(self) -> None:
-        self.path.parent.mkdir(parents=True, exist_ok=True)
+        private_dir(self.path.parent)
         with self._lock:
             self._data = self._load()
 
