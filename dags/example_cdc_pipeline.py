@@ -21,7 +21,10 @@ Connections (no password in the DAG):
 On a Kafka Connect cluster the same file runs unchanged: ``cdc_shop`` becomes a
 ``kafka_connect`` connection (host: Connect's REST URL; extra ``config_path``, the same config
 file, ``bootstrap_servers`` and ``source_conn_id: pg_shop``) and ``spark_cdc`` a cluster's
-master. The README's "When you outgrow one machine" says what changes and what stays.
+master. Give the file ``database.password: ${file:/etc/kafka-connect/secrets/shop.properties:password}``
+there (the workers' ``config.providers=file``): else pg_shop's password is sent and Connect keeps
+it in its config topic (the start task warns). The README's "When you outgrow one machine" says
+what changes and what stays.
 
 The Spark job reads where the instance writes (its changelog or Kafka topics) and decodes
 values with the instance's own settings: it learns both from the instance through ``cdc_shop``.

@@ -2,12 +2,20 @@
 "starting" creates the connector from the same engine config file (translated to Debezium's
 keys), stopping is Connect's ``PUT .../stop``, offsets go through KIP-875. What Debezium on
 Connect lacks is declared in :class:`Capabilities`: no API signal channel, and a source position
-only when the connection names the source database (``source_conn_id``)."""
+only when the connection names the source database (``source_conn_id``).
+
+Connect keeps every connector's configuration in its config topic, as it was sent: a password
+sent as it is can be read by anyone who may read that topic. A Connect config provider
+reference (``${file:/path:key}``, ``${directory:/path:key}``, ``${env:NAME}``) is resolved by
+the worker when it starts the task, so only the reference is kept; ``start`` warns, naming the
+keys, when a secret goes otherwise."""
 
 from __future__ import annotations
 
+import logging
+import re
 import time
-from collections.abc import Callable
+from collections.abc import Callable, Mapping
 from typing import Any
 
 from airflow_cdc.backends.api import ApiBackend, AsyncApiBackend, ThroughApi
@@ -21,7 +29,55 @@ from airflow_cdc.kafka_connect.connector_config import connector_config
 from airflow_cdc.kafka_connect.errors import ConnectorNotFoundError
 from airflow_cdc.kafka_connect.source_position import position_reader
 
+log = logging.getLogger(__name__)
+
 SourceLoader = Callable[[], SourceConfig | None]
+
+#: A config provider reference as Connect's ConfigTransformer finds one: ``${provider:[path:]key}``.
+PROVIDER_REFERENCE = re.compile(r"\$\{[^}:]+:[^}]*\}")
+#: The worker settings that make ``${file:...}`` work (Kafka's own provider, no plugin needed).
+FILE_PROVIDER = {
+    "config.providers": "file",
+    "config.providers.file.class": "org.apache.kafka.common.config.provider.FileConfigProvider",
+}
+
+
+def with_password(requested: Mapping[str, Any], base: Mapping[str, Any], source: SourceConfig | None) -> dict[str, Any]:
+    """The connector's configuration with the source's password: the config file's when it is a
+    config provider reference (the worker resolves it; the source connection's would land in the
+    config topic), else the source connection's (as for an embedded instance), else none."""
+    wanted = dict(requested)
+    if source is None or wanted.get(source.mapping.secret_key):
+        return wanted
+    written = base.get(source.mapping.secret_key)
+    if isinstance(written, str) and PROVIDER_REFERENCE.search(written):
+        wanted[source.mapping.secret_key] = written
+        return wanted
+    return source.with_secret(wanted)
+
+
+def plaintext_secrets(config: Mapping[str, Any]) -> list[str]:
+    """The keys whose secret values would reach Connect's config topic as they are: set, and
+    not (or not holding) a config provider reference."""
+    return sorted(
+        key
+        for key, value in config.items()
+        if is_secret_key(key) and value not in (None, "") and not PROVIDER_REFERENCE.search(str(value))
+    )
+
+
+def plaintext_warning(connector: str, keys: list[str]) -> str:
+    """What to log for ``keys``: where the values end up, and the config file's lines that keep
+    them out (the exact reference form and the worker settings it needs)."""
+    lines = "; ".join(f"{key}: ${{file:/etc/kafka-connect/secrets/{connector}.properties:{key}}}" for key in keys)
+    worker = " and ".join(f"{key}={value}" for key, value in FILE_PROVIDER.items())
+    return (
+        f"connector {connector!r}: {', '.join(keys)} go to Kafka Connect as plain text, and Connect keeps "
+        "the connector's configuration in its config topic (config.storage.topic), readable by anyone who "
+        f"may read that topic. Write a config provider reference in the config file instead: {lines} (a "
+        f"properties file on every Connect worker, with {keys[0]}=<the secret>), and give the workers {worker}; "
+        "or ${env:NAME} (EnvVarConfigProvider) or ${directory:/path:key} (DirectoryConfigProvider)"
+    )
 
 
 def capabilities(settings: EngineConnection) -> Capabilities:
@@ -88,25 +144,28 @@ class ConnectorBackend(ThroughApi):
     def start(self, request: StartRequest) -> StartOutcome:
         """Create the connector from the engine configuration (Debezium's keys; the source's
         password in it unless the file gives one, e.g. a Connect config provider's
-        ``${file:...}``); an existing one with the same configuration is left alone, one with
-        another is refused naming the keys that differ. Connect validates the configuration."""
+        ``${file:...}``: a secret that is no reference is warned about, naming the keys); an
+        existing one with the same configuration is left alone, one with another is refused
+        naming the keys that differ. Connect validates the configuration."""
         from airflow_cdc.hooks.source_config import engine_config
 
         source = request.source
-        requested = engine_config(instance_config(self.settings), source=source, overrides=dict(request.overrides))
+        base = instance_config(self.settings)
+        requested = engine_config(base, source=source, overrides=dict(request.overrides))
         if self.expected and requested.get("name") != self.expected:
             raise RefusedError(
                 f"connection {self.conn_id!r} names instance {self.expected!r}, its config file "
                 f"{self.settings.config_path} instance {requested.get('name')!r}: make them agree"
             )
-        wanted = dict(requested)
-        if source is not None and not wanted.get(source.mapping.secret_key):
-            wanted = source.with_secret(wanted)
+        wanted = with_password(requested, base, source)
         topic = self.settings.notification_topic or str(wanted.get("notification.sink.topic.name") or "")
         if not topic and wanted.get("topic.prefix"):
             # The sensors read Debezium's notifications from a topic: one there must be.
             topic = wanted["notification.sink.topic.name"] = f"{wanted['topic.prefix']}.notifications"
         translated = connector_config(wanted, notification_topic=topic)
+        exposed = plaintext_secrets(translated)
+        if exposed:
+            log.warning("%s", plaintext_warning(str(requested.get("name") or self.settings.instance), exposed))
         try:
             running = self.client.connector(self.settings.instance or "").get("config") or {}
         except ConnectorNotFoundError:

@@ -111,6 +111,10 @@ class KafkaConnectWorker(LocalServer):
             # A single worker: a departed member (our own previous run) need not be waited for.
             "scheduled.rebalance.max.delay.ms": "0",
             "rest.advertised.host.name": self.host,
+            # Connectors may name secrets as ${file:/path:key}: the worker reads the file when it
+            # starts the task, and its config topic keeps the reference, not the secret.
+            "config.providers": "file",
+            "config.providers.file.class": "org.apache.kafka.common.config.provider.FileConfigProvider",
             **self.extra_settings,
         }
 

@@ -4,20 +4,24 @@ server: ``GET /`` is the page (one HTML file that refreshes itself from the JSON
 
 Auth is Airflow's: the app sits behind the API server, reads the same JWT (the UI's ``_token``
 cookie, or a bearer header) through Airflow's ``get_user`` and shows an instance only to a user
-allowed to read its connection. The page itself carries no data, so it is served to anyone; its
-API answers 401 without a login (and the page then says so).
+allowed to read its connection, asked with the connection's team in a multi-team deployment. A
+DAG's instances (``?dag_id=``) are listed only to a user allowed to read that DAG and its tasks
+(403 otherwise, before the DAG is looked up, as Airflow's own DAG routes answer). The page itself
+carries no data, so it is served to anyone; its API answers 401 without a login (and the page
+then says so).
 """
 
 from __future__ import annotations
 
 import logging
+from collections.abc import Callable, Iterable
 from importlib import resources
 from typing import Annotated, Any
 
 from fastapi import Depends, FastAPI, HTTPException, Query, Request
 from fastapi.responses import HTMLResponse
 
-from airflow_cdc.ui.instances import Instances, connection_ids
+from airflow_cdc.ui.instances import Instances, connection_ids, connection_teams
 
 log = logging.getLogger(__name__)
 
@@ -40,18 +44,37 @@ async def current_user(request: Request) -> Any:
 UserDep = Annotated[Any, Depends(current_user)]
 
 
-def _allowed(user: Any) -> Any:
+def _allowed(user: Any, conn_ids: Iterable[str]) -> Callable[[str], bool]:
+    """Whether ``user`` may read each of ``conn_ids``, asked with the connection's team (in a
+    multi-team deployment an auth manager grants a team's connections to its members only; asked
+    without it, it would answer for a connection of no team)."""
     from airflow.api_fastapi.app import get_auth_manager
     from airflow.api_fastapi.auth.managers.models.resource_details import ConnectionDetails
 
     manager = get_auth_manager()
+    teams = connection_teams(conn_ids)
 
     def allowed(conn_id: str) -> bool:
-        return bool(
-            manager.is_authorized_connection(method="GET", details=ConnectionDetails(conn_id=conn_id), user=user)
-        )
+        details = ConnectionDetails(conn_id=conn_id, team_name=teams.get(conn_id))
+        return bool(manager.is_authorized_connection(method="GET", details=details, user=user))
 
     return allowed
+
+
+def require_dag_readable(dag_id: str, user: Any) -> None:
+    """403 unless ``user`` may read the DAG and its tasks (the page lists what its tasks name),
+    asked as Airflow's own ``GET /dags/{dag_id}`` and ``.../tasks`` routes ask: the DAG's team
+    from its bundle. Asked before the DAG is looked up, so a 404 tells only a reader that a DAG
+    does not exist."""
+    from airflow.api_fastapi.app import get_auth_manager
+    from airflow.api_fastapi.auth.managers.models.resource_details import DagAccessEntity, DagDetails
+    from airflow.models.dag import DagModel
+
+    manager = get_auth_manager()
+    details = DagDetails(id=dag_id, team_name=DagModel.get_team_name(dag_id))
+    for entity in (None, DagAccessEntity.TASK):
+        if not manager.is_authorized_dag(method="GET", access_entity=entity, details=details, user=user):
+            raise HTTPException(status_code=403, detail=f"you may not read DAG {dag_id!r}")
 
 
 def dag_connections(dag_id: str) -> list[str]:
@@ -79,9 +102,11 @@ def create_app() -> FastAPI:
 
     @app.get("/api/instances")
     def list_instances(user: UserDep, dag_id: Annotated[str | None, Query()] = None) -> dict[str, Any]:
-        allowed = _allowed(user)
+        if dag_id:
+            require_dag_readable(dag_id, user)
         # The DAG's own connections (even those only a secrets backend holds), else all listed.
         ids = dag_connections(dag_id) if dag_id else connection_ids()
+        allowed = _allowed(user, ids)
         visible = [conn_id for conn_id in ids if allowed(conn_id)]
         views = [instances.monitor(conn_id).observe() for conn_id in visible]
         return {
@@ -93,7 +118,7 @@ def create_app() -> FastAPI:
 
     @app.get("/api/instances/{conn_id}")
     def one_instance(conn_id: str, user: UserDep) -> dict[str, Any]:
-        if not _allowed(user)(conn_id):
+        if not _allowed(user, [conn_id])(conn_id):
             raise HTTPException(status_code=403, detail=f"you may not read connection {conn_id!r}")
         return instances.monitor(conn_id).observe().to_json()
 

@@ -3,14 +3,19 @@ Debezium connector of a ``kafka_connect`` one, ADR 0017), from the
 ``AIRFLOW_CONN_*`` environment variables and the metadata database (a secrets backend cannot
 be listed; a connection kept only there is reached by its id: :func:`engine_settings`). Each
 becomes a :class:`~airflow_cdc.monitoring.Monitor`, kept for the life of the process so
-events/s and the notification cursor carry over between refreshes."""
+events/s and the notification cursor carry over between refreshes.
+
+In a multi-team deployment (``[core] multi_team``) a connection belongs to the team the metadata
+database names (:func:`connection_teams`, as Airflow's own connection routes find it): the page
+asks the auth manager with that team, and looks the connection (and its source's) up as that
+team's tasks would."""
 
 from __future__ import annotations
 
 import logging
 import os
 import threading
-from collections.abc import Callable
+from collections.abc import Callable, Iterable
 
 from airflow_cdc.backends import EngineBackend, open_backend
 from airflow_cdc.hooks.engine import CdcEngineHook, connection_settings
@@ -55,25 +60,41 @@ def _database_ids() -> list[str]:
         return []
 
 
-def engine_settings(conn_id: str) -> EngineConnection:
-    """The connection's settings, looked up as Airflow does (environment, secrets backends,
-    database); a ConfigError names what to fix."""
+def connection_teams(conn_ids: Iterable[str]) -> dict[str, str | None]:
+    """Each connection's team, found as Airflow's own connection routes find it: with
+    ``[core] multi_team`` its ``team_name`` in the metadata database (one that only the
+    environment or a secrets backend holds belongs to no team), without it none."""
+    from airflow.configuration import conf
     from airflow.models import Connection
 
-    return connection_settings(conn_id, Connection.get_connection_from_secrets(conn_id))
+    ids = list(conn_ids)
+    teams: dict[str, str | None] = dict.fromkeys(ids)
+    if ids and conf.getboolean("core", "multi_team"):
+        teams.update(Connection.get_conn_id_to_team_name_mapping(ids))
+    return teams
+
+
+def engine_settings(conn_id: str, team_name: str | None = None) -> EngineConnection:
+    """The connection's settings, looked up as Airflow does (environment, secrets backends,
+    database; a team's connection as that team's); a ConfigError names what to fix."""
+    from airflow.models import Connection
+
+    return connection_settings(conn_id, Connection.get_connection_from_secrets(conn_id, team_name=team_name))
 
 
 def client_for(conn_id: str) -> EngineBackend:
     """The connection's backend (a connector's reads its source connection too, as Airflow
-    looks connections up)."""
+    looks connections up). In multi-team mode Airflow finds a team's connection only when
+    asked as that team: the source is looked up as the instance's team too."""
     from airflow.models import Connection
 
-    settings = engine_settings(conn_id)
+    team_name = connection_teams([conn_id])[conn_id]
+    settings = engine_settings(conn_id, team_name)
 
     def source() -> SourceConfig | None:
         if not settings.source_conn_id:
             return None
-        return from_connection(Connection.get_connection_from_secrets(settings.source_conn_id))
+        return from_connection(Connection.get_connection_from_secrets(settings.source_conn_id, team_name=team_name))
 
     return open_backend(settings, conn_id, source)
 
