@@ -78,6 +78,12 @@ def _parser() -> argparse.ArgumentParser:
                 "(0/16B3748); MySQL binlog FILE:POS or a GTID set (--lsn, --binlog, --gtid are other names)",
             )
             where.add_argument("--offset", type=json.loads, help="the offset as JSON")
+            sub.add_argument(
+                "--force",
+                action="store_true",
+                help="do not check the position against the source server's current one (refused when it is "
+                "ahead of it, or when the server cannot be reached to tell)",
+            )
 
     status = commands.add_parser("status", help="engine instances at a glance: health, lag, events/s, snapshots")
     _instance_arguments(status, "; none of the three: every such connection Airflow knows")
@@ -221,7 +227,11 @@ def _offsets(args: argparse.Namespace) -> int:
         shown = offsets_admin.show(props)
         _print({"offsets": [{**entry, "position": positions.format(entry["offset"])} for entry in shown]})
     elif args.action == "set":
-        offset = args.offset or offsets_admin.position_offset(props, args.position)
+        if args.offset:
+            offset = args.offset
+            offsets_admin.check_not_ahead(props, offset, force=args.force)
+        else:
+            offset = offsets_admin.position_offset(props, args.position, force=args.force)
         changed = offsets_admin.set_offset(props, offset, args.partition)
         _print({**changed, "position": positions.format(changed["offset"])})
     else:

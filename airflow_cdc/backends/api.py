@@ -150,9 +150,18 @@ class ThroughApi(ApiBackend):
     def reset_offsets(self, partition: Mapping[str, Any] | None = None) -> Any:
         return self.client.reset_offsets()
 
-    def seek(self, position: str, partition: Mapping[str, Any] | None = None) -> dict[str, Any]:
+    def seek(
+        self,
+        position: str,
+        partition: Mapping[str, Any] | None = None,
+        *,
+        force: bool = False,
+        password: str | None = None,
+    ) -> dict[str, Any]:
+        # The API leaves the password out of the config: ``password`` (the source connection's)
+        # reaches a server that asks for one.
         config = dict(self.client.connector(self._name()).get("config") or {})
-        offset = offsets_admin.position_offset(config, position)
+        offset = offsets_admin.position_offset(config, position, force=force, password=password)
         entries = self.client.offsets()
         chosen = dict(partition) if partition is not None else None
         if chosen is None:

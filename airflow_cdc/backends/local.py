@@ -118,9 +118,16 @@ class LocalInstanceBackend(ApiBackend):
     def reset_offsets(self, partition: Mapping[str, Any] | None = None) -> Any:
         return offsets_admin.reset(self.last_config(), dict(partition) if partition is not None else None)
 
-    def seek(self, position: str, partition: Mapping[str, Any] | None = None) -> dict[str, Any]:
+    def seek(
+        self,
+        position: str,
+        partition: Mapping[str, Any] | None = None,
+        *,
+        force: bool = False,
+        password: str | None = None,
+    ) -> dict[str, Any]:
         props = self.last_config()
-        offset = offsets_admin.position_offset(props, position)
+        offset = offsets_admin.position_offset(props, position, force=force, password=password)
         changed = offsets_admin.set_offset(props, offset, dict(partition) if partition is not None else None)
         return {**changed, "position": codec_for(props).format(changed["offset"])}
 

@@ -129,9 +129,17 @@ class EngineBackend(Protocol):
     def reset_offsets(self, partition: Mapping[str, Any] | None = None) -> Any:
         """Forget committed offsets (refused while it runs); what was removed."""
 
-    def seek(self, position: str, partition: Mapping[str, Any] | None = None) -> dict[str, Any]:
-        """Resume after ``position`` at the next start (refused while it runs):
-        ``{"partition", "before", "offset", "position"}``."""
+    def seek(
+        self,
+        position: str,
+        partition: Mapping[str, Any] | None = None,
+        *,
+        force: bool = False,
+        password: str | None = None,
+    ) -> dict[str, Any]:
+        """Resume after ``position`` at the next start (refused while it runs, and when the source
+        server - reached with ``password`` - has not reached ``position`` or cannot be asked,
+        unless ``force``): ``{"partition", "before", "offset", "position"}``."""
 
     def run_until(self, props: Mapping[str, Any], bounds: Any) -> Any:
         """Run the engine of ``props`` in this process until ``bounds`` (``CaptureBounds``), commit,

@@ -66,6 +66,11 @@ class RefusedError(CdcError):
     """An operation refused as things stand, e.g. changing the offsets of a running instance."""
 
 
+class SeekRefusedError(RefusedError):
+    """A seek to a position the source server has not reached, or whose server cannot be asked
+    (``offsets_admin.check_not_ahead``); not a running instance: stopping it does not help."""
+
+
 class OffsetError(CdcError):
     """Offsets were misused: a record marked twice, an unknown record, a corrupt offset file."""
 

@@ -7,7 +7,7 @@ from typing import Any
 
 from airflow.sdk import Context
 
-from airflow_cdc.engine.errors import RefusedError
+from airflow_cdc.engine.errors import RefusedError, SeekRefusedError
 from airflow_cdc.operators.base import CdcBaseOperator, CdcOperatorError
 
 ACTIONS = ("reset", "seek")
@@ -31,6 +31,10 @@ class CdcOffsetsOperator(CdcBaseOperator):
     :param position: for ``seek``: where to resume after (templated).
     :param partition: the source partition to change (templated), e.g. ``{"server": "shop"}``;
         needed only when the offset store holds several (``reset`` without it resets all).
+    :param force: for ``seek``: do not check ``position`` against the source server's current
+        one (a seek past it, or to a server that cannot be reached, is refused otherwise).
+    :param source_conn_id: for ``seek``: the source database's connection, whose password reaches
+        the server for that check (default: the ``cdc_engine`` connection's ``source_conn_id``).
     :return: (XCom) ``reset``: ``{"action", "removed"}``; ``seek``: ``{"action", "partition",
         "before", "offset", "position"}``.
     """
@@ -43,6 +47,8 @@ class CdcOffsetsOperator(CdcBaseOperator):
         action: str,
         position: str | None = None,
         partition: dict[str, Any] | None = None,
+        force: bool = False,
+        source_conn_id: str | None = None,
         **kwargs: Any,
     ) -> None:
         super().__init__(**kwargs)
@@ -58,6 +64,8 @@ class CdcOffsetsOperator(CdcBaseOperator):
         self.action = action
         self.position = position
         self.partition = partition
+        self.force = force
+        self.source_conn_id = source_conn_id
 
     def execute(self, context: Context) -> dict[str, Any]:
         partition = dict(self.partition) if isinstance(self.partition, Mapping) else None
@@ -69,9 +77,20 @@ class CdcOffsetsOperator(CdcBaseOperator):
                     removed = backend.reset_offsets(partition)
                     self.log.info("offsets reset: %s", removed)
                     return {"action": "reset", "removed": removed}
-                changed = backend.seek(str(self.position), partition)
+                changed = backend.seek(str(self.position), partition, force=self.force, password=self._password())
+            except SeekRefusedError as exc:  # past the source server's position, or no server to ask
+                raise CdcOperatorError(f"{exc}; force=True seeks without the check") from exc
             except RefusedError as exc:  # it runs: its next commit would overwrite the change
                 message = getattr(exc, "message", None) or str(exc)
                 raise CdcOperatorError(f"{message}; in a DAG: CdcStopEngineOperator first") from exc
         self.log.info("offset of %s set to %s (was %s)", changed["partition"], changed["position"], changed["before"])
         return {"action": "seek", **changed}
+
+    def _password(self) -> str | None:
+        """The source connection's password, which reaches the server to check the position."""
+        from airflow_cdc.hooks.source_config import from_connection
+
+        conn_id = self.source_conn_id or self.hook.settings.source_conn_id
+        if self.force or not conn_id:
+            return None
+        return from_connection(self.hook.get_connection(conn_id)).password

@@ -25,6 +25,7 @@ from airflow_cdc.engine.testing import EngineRunner, wait_until
 from airflow_cdc.kafka_connect.notification_topic import read_page
 from airflow_cdc.triggers.kafka_lag import ConsumerLag, client_settings
 from tests.integration.pg_support import create_load_table, engine_config
+from tests.requirements import require_module
 
 pytestmark = [pytest.mark.integration, pytest.mark.slow]
 
@@ -36,7 +37,7 @@ ROWS = 40
 @pytest.fixture(params=["kafka-python", "confluent"])
 def kafka_client(request: pytest.FixtureRequest) -> str:
     if request.param == "confluent":
-        pytest.importorskip("confluent_kafka", reason="the confluent extra is not installed")
+        require_module("confluent_kafka", extra="confluent")
     return str(request.param)
 
 

@@ -17,6 +17,7 @@ from airflow_cdc.engine import Engine, JsonSerializer
 from airflow_cdc.engine.sinks import KafkaSink
 from airflow_cdc.engine.testing import EngineRunner, wait_until
 from tests.integration.pg_support import WriteLoad, apply, create_load_table, engine_config, image_diff, source_image
+from tests.requirements import require_module
 
 pytestmark = [pytest.mark.integration, pytest.mark.slow]
 
@@ -29,7 +30,7 @@ BOUND = QUEUE + 2048
 def kafka_client(request: pytest.FixtureRequest) -> str:
     """The value of ``sink.kafka.client``."""
     if request.param == "confluent":
-        pytest.importorskip("confluent_kafka", reason="the confluent extra is not installed")
+        require_module("confluent_kafka", extra="confluent")
     return str(request.param)
 
 

@@ -12,8 +12,6 @@ from typing import Any
 
 import pytest
 
-pytest.importorskip("pymysqlreplication")
-
 from airflow_cdc.engine.errors import RetriableError
 from airflow_cdc.engine.sources.mysql.binlog import (
     BinlogPurgedError,
@@ -35,6 +33,9 @@ from airflow_cdc.engine.sources.mysql.server import (
 )
 from airflow_cdc.engine.sources.mysql.tracking import StartPoint
 from airflow_cdc.engine.testing import wait_until
+from tests.requirements import require_module
+
+require_module("pymysqlreplication", extra="mysql")
 
 pytestmark = pytest.mark.integration
 SERVER_ID = 4242

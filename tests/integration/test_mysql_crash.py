@@ -15,14 +15,15 @@ from typing import Any
 
 import pytest
 
-pytest.importorskip("pymysqlreplication")
-
 from airflow_cdc.engine import Engine, JsonSerializer
 from airflow_cdc.engine.testing import EngineRunner, wait_until
+from tests.requirements import require_module
 
 from .crash_support import delivery_rate, duplicates_per_crash, kill_after_progress, lines, runs
 from .mysql_support import Collector, DdlLoad, WriteLoad, create_load_table, engine_config, source_image
 from .pg_support import apply, child_stderr, image_diff, read_events, start_child, wait_for_target
+
+require_module("pymysqlreplication", extra="mysql")
 
 pytestmark = pytest.mark.integration
 

@@ -19,13 +19,14 @@ from typing import Any
 import pymysql
 import pytest
 
-pytest.importorskip("pymysqlreplication")
-
 from airflow_cdc.engine import Engine, JsonSerializer
 from airflow_cdc.engine.testing import EngineRunner, wait_until
+from tests.requirements import require_module
 
 from .mysql_support import Collector, WriteLoad, create_load_table, engine_config, source_image
 from .pg_support import SIGNAL_TABLE, apply, image_diff
+
+require_module("pymysqlreplication", extra="mysql")
 
 pytestmark = pytest.mark.integration
 

@@ -14,8 +14,6 @@ from typing import Any
 
 import pytest
 
-pytest.importorskip("pymysqlreplication")
-
 from airflow_cdc.engine.sources.mysql.binlog import BinlogReader, RowEvent
 from airflow_cdc.engine.sources.mysql.positions import MariaDbGtidSet
 from airflow_cdc.engine.sources.mysql.row_decoder import compile_table
@@ -24,7 +22,10 @@ from airflow_cdc.engine.sources.mysql.server import check_server
 from airflow_cdc.engine.sources.mysql.tracking import StartPoint
 from tests.compat import mariadb_cases as cases
 from tests.compat.record_row_events import SHAPES
+from tests.requirements import require_module
 from tests.unit.binlog_rows import librarys, same
+
+require_module("pymysqlreplication", extra="mysql")
 
 pytestmark = pytest.mark.integration
 TABLES = (*cases.TABLES, "bin_key", "uuid_key")

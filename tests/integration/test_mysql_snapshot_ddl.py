@@ -19,8 +19,6 @@ from typing import Any
 import pymysql
 import pytest
 
-pytest.importorskip("pymysqlreplication")
-
 from airflow_cdc.engine import Engine, JsonSerializer
 from airflow_cdc.engine.sources.mysql import ddl
 from airflow_cdc.engine.sources.mysql.incremental import MySqlChunkSource
@@ -30,8 +28,11 @@ from airflow_cdc.engine.sources.mysql.server import check_server
 from airflow_cdc.engine.sources.mysql.snapshot import ConsistentSnapshot
 from airflow_cdc.engine.testing import EngineRunner, wait_until
 from tests.compat import mariadb_cases as cases
+from tests.requirements import require_module
 
 from .mysql_support import Collector, engine_config
+
+require_module("pymysqlreplication", extra="mysql")
 
 pytestmark = pytest.mark.integration
 

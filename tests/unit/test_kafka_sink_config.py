@@ -9,6 +9,7 @@ from airflow_cdc.engine.errors import ConfigError, MissingDependencyError
 from airflow_cdc.engine.sinks import KafkaSink, build_sink
 from airflow_cdc.engine.sinks import kafka_confluent as confluent
 from airflow_cdc.engine.sinks.kafka_python import KafkaPythonClient, producer_settings
+from tests.requirements import require_module
 
 BOOTSTRAP = {"sink.kafka.producer.bootstrap.servers": "127.0.0.1:1"}
 
@@ -30,7 +31,7 @@ def test_kafka_python_is_the_default_client() -> None:
 
 @pytest.mark.parametrize("spelling", ["confluent", "Confluent", "confluent-kafka", "librdkafka"])
 def test_confluent_is_chosen_by_sink_kafka_client(spelling: str) -> None:
-    pytest.importorskip("confluent_kafka")
+    require_module("confluent_kafka", extra="confluent")
     sink = build_sink({"sink.type": "kafka", "sink.kafka.client": spelling, **BOOTSTRAP})
     assert isinstance(sink, KafkaSink)
     assert isinstance(sink.client, confluent.ConfluentClient)
@@ -70,7 +71,7 @@ def test_kafka_python_refuses_a_name_it_does_not_know() -> None:
 
 @pytest.fixture
 def needs_confluent() -> None:
-    pytest.importorskip("confluent_kafka")
+    require_module("confluent_kafka", extra="confluent")
 
 
 def test_confluent_defaults_are_acks_all_idempotence_and_the_java_key_hash() -> None:

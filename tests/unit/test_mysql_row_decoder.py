@@ -26,6 +26,7 @@ from airflow_cdc.engine.sources.mysql.ddl import Table
 from airflow_cdc.engine.sources.mysql.row_decoder import RowDecodeError, compile_table
 from airflow_cdc.engine.sources.mysql.schema import SchemaMismatchError
 from airflow_cdc.engine.sources.mysql.types import MySqlColumn
+from tests.requirements import require_module
 from tests.unit.binlog_rows import (
     T,
     date_bytes,
@@ -39,7 +40,7 @@ from tests.unit.binlog_rows import (
     timestamp2_bytes,
 )
 
-pytest.importorskip("pymysqlreplication")
+require_module("pymysqlreplication", extra="mysql")
 
 RECORDED = Path(__file__).parent / "data" / "mariadb_row_events.json"
 MAX_TIME_US = (838 * 3600 + 59 * 60 + 59) * 1_000_000 + 999_999

@@ -10,14 +10,12 @@ catches nothing else of a source's.
 
 from __future__ import annotations
 
-import re
 from collections.abc import Callable, Hashable, Iterator
 from dataclasses import dataclass
 from typing import Protocol
 
 from airflow_cdc.engine.errors import CdcError
 from airflow_cdc.engine.records import Offset, SourceRecord
-from airflow_cdc.engine.signals.signal import SignalError
 
 SUCCEEDED, EMPTY, NO_PRIMARY_KEY, SKIPPED, SQL_EXCEPTION, UNKNOWN_SCHEMA = (
     "SUCCEEDED",
@@ -27,31 +25,6 @@ SUCCEEDED, EMPTY, NO_PRIMARY_KEY, SKIPPED, SQL_EXCEPTION, UNKNOWN_SCHEMA = (
     "SQL_EXCEPTION",
     "UNKNOWN_SCHEMA",
 )
-
-
-def check_single_predicate(table: str, predicate: str, forbidden: re.Pattern[str]) -> None:
-    """SignalError unless the filter is one predicate: nothing ``forbidden`` (a statement's end,
-    comments: each database says which), parentheses balanced outside quotes. The server then
-    parses it (``ChunkSource.check_filter``)."""
-    if forbidden.search(predicate) or not _balanced(predicate):
-        raise SignalError(
-            f"filter {predicate!r} for {table} is not a single predicate: no ';', comments or unbalanced "
-            "parentheses (write e.g. \"color = 'blue' and id > 100\")"
-        )
-
-
-def _balanced(text: str) -> bool:
-    depth = 0
-    quoted = False
-    for char in text:
-        if char == "'":
-            quoted = not quoted
-        elif not quoted:
-            depth += char == "("
-            depth -= char == ")"
-            if depth < 0:
-                return False
-    return depth == 0 and not quoted
 
 
 class TableReadError(CdcError):

@@ -42,8 +42,13 @@ def test_refused_while_running_then_seek_and_reset(connections: Instance, source
     with source.connect() as conn:
         conn.execute("insert into orders values (101, 'skipped by the seek', date '2026-03-01')")
     skip_to = source.lsn()
-    sought = CdcOffsetsOperator(
-        task_id="seek", cdc_conn_id=CDC_CONN, action="seek", position="{{ params.lsn }}", params={"lsn": skip_to}
+    sought = CdcOffsetsOperator(  # its password reaches the source to check the LSN against it
+        task_id="seek",
+        cdc_conn_id=CDC_CONN,
+        source_conn_id=PG_CONN,
+        action="seek",
+        position="{{ params.lsn }}",
+        params={"lsn": skip_to},
     )
     sought.render_template_fields({"params": {"lsn": skip_to}})
     moved = sought.execute(task_context())

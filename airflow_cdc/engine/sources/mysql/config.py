@@ -8,6 +8,7 @@ from airflow_cdc.engine.failures import FAILURE_MODE_ALIASES, FAILURE_MODES
 from airflow_cdc.engine.mysql_client import SSL_MODES
 from airflow_cdc.engine.signals.channels import SIGNAL_FIELDS
 from airflow_cdc.engine.snapshots.coordinator import INCREMENTAL_SNAPSHOT_FIELDS
+from airflow_cdc.engine.sources.patterns import RegexList
 
 MYSQL_CONFIG = ConfigDef(
     [
@@ -35,10 +36,10 @@ MYSQL_CONFIG = ConfigDef(
             minimum=0,
             doc="This replica's server id, unique among the server's replicas (0: derived from topic.prefix).",
         ),
-        Field("database.include.list", type="list", default=[]),
-        Field("database.exclude.list", type="list", default=[]),
-        Field("table.include.list", type="list", default=[]),
-        Field("table.exclude.list", type="list", default=[]),
+        RegexList("database.include.list", default=[]),
+        RegexList("database.exclude.list", default=[]),
+        RegexList("table.include.list", default=[]),
+        RegexList("table.exclude.list", default=[]),
         Field(
             "snapshot.mode",
             default="initial",

@@ -24,12 +24,14 @@ from airflow_cdc.engine.records import Offset, SourceRecord
 from airflow_cdc.engine.signals.signal import SignalError
 from airflow_cdc.engine.snapshots.coordinator import SnapshotCoordinator
 from airflow_cdc.engine.sources.lifecycle import Beginning, SnapshotRun, SourceLifecycle
+from airflow_cdc.engine.sources.mysql import connect_errors
 from airflow_cdc.engine.sources.mysql.binlog import BinlogPurgedError, BinlogReader
 from airflow_cdc.engine.sources.mysql.changes import ChangeBuilder
 from airflow_cdc.engine.sources.mysql.config import MYSQL_CONFIG
 from airflow_cdc.engine.sources.mysql.ddl import Table
 from airflow_cdc.engine.sources.mysql.filters import TableFilter
 from airflow_cdc.engine.sources.mysql.gtid_windows import GtidWindows
+from airflow_cdc.engine.sources.mysql.include_lists import check_include_lists
 from airflow_cdc.engine.sources.mysql.incremental import MySqlChunkSource
 from airflow_cdc.engine.sources.mysql.positions import MYSQL_POSITIONS, offset_of
 from airflow_cdc.engine.sources.mysql.schema import SchemaHistory, read_tables, row_shape
@@ -113,6 +115,7 @@ class MySqlTask(SourceTask):
         self.modes = ValueModes.from_config(s)
         self.conn = _connect(self.connection)
         self.server = check_server(self.conn)
+        check_include_lists(self.conn, s)  # a list matching nothing would capture nothing, silently
         self.history = SchemaHistory(_history_path(context.config, self.prefix), self.filter)
         self.builder = ChangeBuilder(
             connector=self.kind,
@@ -447,13 +450,12 @@ def _connect(connection: dict[str, Any]) -> Any:
     try:
         return mysql_client.connect(**connection, autocommit=True, connect_timeout=10)
     except pymysql.OperationalError as exc:
-        code = exc.args[0] if exc.args else 0
-        if code in (1044, 1045, 1049):  # access denied, unknown database: retrying cannot help
-            raise CdcError(
-                f"MySQL refused the connection: {exc}; fix database.user / database.password, or "
-                "database.ssl.keystore when the user must present a certificate (REQUIRE X509)"
-            ) from exc
-        if code == 2026 or "certificate verify failed" in str(exc).lower():  # TLS: no retry mends it
+        # By error code, never by message: the server writes messages in its lc_messages.
+        fix = connect_errors.refusal_fix(exc)
+        if fix is not None:  # access denied, a locked account, ...: retrying cannot help
+            raise CdcError(f"MySQL refused the connection: {exc}; {fix}") from exc
+        code = connect_errors.error_code(exc)
+        if code == connect_errors.TLS_FAILED or "certificate verify failed" in str(exc).lower():  # no retry mends it
             raise CdcError(
                 f"MySQL's TLS connection failed: {exc}; fix database.ssl.mode, database.ssl.truststore "
                 "(the CA of the server's certificate) or database.ssl.keystore"

@@ -26,7 +26,6 @@ from __future__ import annotations
 
 import contextlib
 import functools
-import re
 import time
 from collections.abc import Callable, Hashable, Iterator, Sequence
 from typing import Any, ParamSpec, TypeVar
@@ -43,8 +42,8 @@ from airflow_cdc.engine.snapshots.chunks import (
     Chunk,
     TablePlan,
     TableReadError,
-    check_single_predicate,
 )
+from airflow_cdc.engine.snapshots.filter_check import FilterSyntax, Quote, Reading, check_single_predicate
 from airflow_cdc.engine.sources.mysql.changes import ChangeBuilder, RowPlan
 from airflow_cdc.engine.sources.mysql.changes import plan as row_plan
 from airflow_cdc.engine.sources.mysql.chunk_keys import compare, compare_args, key_text, quote
@@ -57,8 +56,18 @@ from airflow_cdc.engine.sources.mysql.types import MySqlColumn, ValueModes
 
 P = ParamSpec("P")
 R = TypeVar("R")
-#: What makes a filter more than one predicate: a statement's end, comments (MySQL's ``#`` too).
-_FORBIDDEN = re.compile(r";|--|/\*|#")
+#: How MySQL's lexer quotes, for the filter check: backslash escapes in both kinds of strings
+#: unless sql_mode says otherwise, "..." an identifier under ANSI_QUOTES; ``#`` starts a comment.
+FILTER_SYNTAX = FilterSyntax(
+    "MySQL",
+    quotes=(Quote("'", "string"), Quote('"', "string"), Quote("`", "identifier")),
+    comments=("--", "/*", "#"),
+    readings=(
+        Reading("the default sql_mode", backslash_in="'\""),
+        Reading("sql_mode ANSI_QUOTES", backslash_in="'"),
+        Reading("sql_mode NO_BACKSLASH_ESCAPES", backslash_in=""),
+    ),
+)
 #: Errors of a connection, not of a query: the server went away, is shutting down, killed us.
 _CONNECTION_ERRORS = frozenset((1053, 1077, 1152, 1158, 1159, 1160, 1161, 1927))
 TableKey = tuple[str, str]
@@ -170,7 +179,7 @@ class MySqlChunkSource:
 
     @_engine_errors
     def check_filter(self, table: str, predicate: str) -> None:
-        check_single_predicate(table, predicate, _FORBIDDEN)
+        check_single_predicate(table, predicate, FILTER_SYNTAX)
         if self._table(table) is None:
             return  # reported as UNKNOWN_SCHEMA when its turn comes
         try:

@@ -6,6 +6,7 @@ from __future__ import annotations
 from airflow_cdc.engine.config import ConfigDef, Field
 from airflow_cdc.engine.signals.channels import SIGNAL_FIELDS
 from airflow_cdc.engine.snapshots.coordinator import INCREMENTAL_SNAPSHOT_FIELDS
+from airflow_cdc.engine.sources.patterns import RegexList
 
 POSTGRES_CONFIG = ConfigDef(
     [
@@ -37,9 +38,9 @@ POSTGRES_CONFIG = ConfigDef(
         Field("publication.autocreate.mode", default="all_tables", choices=("all_tables", "filtered", "disabled")),
         Field("plugin.name", default="pgoutput", choices=("pgoutput",)),
         Field("slot.drop.on.stop", type="bool", default=False),
-        Field("table.include.list", type="list", default=[]),
-        Field("table.exclude.list", type="list", default=[]),
-        Field("column.exclude.list", type="list", default=[]),
+        RegexList("table.include.list", default=[]),
+        RegexList("table.exclude.list", default=[]),
+        RegexList("column.exclude.list", default=[]),
         Field(
             "snapshot.mode",
             default="initial",
@@ -73,14 +74,13 @@ POSTGRES_CONFIG = ConfigDef(
         ),
         Field("heartbeat.action.query", default="", doc="Also run this statement on each heartbeat."),
         Field("tombstones.on.delete", type="bool", default=True),
-        Field(
+        RegexList(
             "message.prefix.include.list",
-            type="list",
             default=[],
             doc="Regexes on pg_logical_emit_message prefixes to emit as op=m events (default: every "
             "prefix but the engine's own heartbeat and watermark ones).",
         ),
-        Field("message.prefix.exclude.list", type="list", default=[], doc="Message prefixes not to emit."),
+        RegexList("message.prefix.exclude.list", default=[], doc="Message prefixes not to emit."),
         Field("skipped.operations", type="list", default=["t"], doc="Operations not emitted: c, u, d, t, or none."),
         Field("max.batch.size", type="int", default=2048, minimum=1),
         Field(

@@ -20,7 +20,7 @@ from airflow_cdc.engine.records import Offset, SourceRecord
 from airflow_cdc.engine.snapshots.coordinator import SnapshotCoordinator
 from airflow_cdc.engine.sources.lifecycle import Beginning, SnapshotRun, SourceLifecycle
 from airflow_cdc.engine.sources.postgres import catalog as cat
-from airflow_cdc.engine.sources.postgres import pgoutput
+from airflow_cdc.engine.sources.postgres import connect_errors, pgoutput
 from airflow_cdc.engine.sources.postgres.changes import (
     HEARTBEAT_PREFIX,
     ChangeBuilder,
@@ -416,19 +416,12 @@ def _connect(conninfo: str) -> psycopg.Connection[tuple[Any, ...]]:
         for refusal, settings in _TLS_REFUSALS:  # neither can a retry mend a certificate
             if refusal.search(str(exc)):
                 raise CdcError(f"PostgreSQL refused the TLS connection: {exc}; fix {settings}") from exc
-        if _refused_credentials(str(exc)):  # retrying cannot help: say so at once
+        if connect_errors.refused_for_good(exc):  # by SQLSTATE or libpq's flags: retrying cannot help
             raise CdcError(
                 f"PostgreSQL refused the connection: {exc}; fix database.user / database.password / "
                 "database.dbname (or the server's pg_hba.conf)"
             ) from exc
         raise RetriableError(f"cannot connect to PostgreSQL: {exc}") from exc
-
-
-#: Refusals a retry cannot change: the configuration (or the server's access rules) must.
-_FATAL_CONNECT = re.compile(
-    r"password authentication failed|no password supplied|no pg_hba\.conf entry|"
-    r'role "[^"]*" does not exist|database "[^"]*" does not exist'
-)
 
 
 #: TLS refusals (libpq's and the server's words), and the settings that decide them.
@@ -443,7 +436,3 @@ _TLS_REFUSALS = (
         "database.sslcert and database.sslkey (the client certificate the server's hostssl ... cert rule asks for)",
     ),
 )
-
-
-def _refused_credentials(message: str) -> bool:
-    return _FATAL_CONNECT.search(message) is not None

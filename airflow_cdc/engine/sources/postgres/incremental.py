@@ -12,7 +12,6 @@ from __future__ import annotations
 import contextlib
 import functools
 import queue
-import re
 import time
 from collections.abc import Callable, Hashable, Iterator
 from concurrent.futures import ThreadPoolExecutor
@@ -32,8 +31,8 @@ from airflow_cdc.engine.snapshots.chunks import (
     Chunk,
     TablePlan,
     TableReadError,
-    check_single_predicate,
 )
+from airflow_cdc.engine.snapshots.filter_check import FilterSyntax, Quote, Reading, check_single_predicate
 from airflow_cdc.engine.sources.postgres import blocking
 from airflow_cdc.engine.sources.postgres import chunk_queries as queries
 from airflow_cdc.engine.sources.postgres.catalog import TableColumns
@@ -44,7 +43,21 @@ from airflow_cdc.engine.sources.postgres.snapshot_columns import SnapshotColumns
 from airflow_cdc.engine.sources.postgres.types import TypeInfo, ValueModes
 from airflow_cdc.engine.sources.postgres.visibility import KEEP_SNAPSHOT, KEPT_SNAPSHOT, READ, ReadSnapshot
 
-_FORBIDDEN = re.compile(r";|--|/\*")
+#: How PostgreSQL's lexer quotes, for the filter check: '...' takes backslash escapes only with
+#: standard_conforming_strings off, E'...' always, B'...' and X'...' never; "..." is an identifier;
+#: $tag$...$tag$ quotes anything.
+FILTER_SYNTAX = FilterSyntax(
+    "PostgreSQL",
+    quotes=(Quote("'", "string"), Quote('"', "identifier")),
+    comments=("--", "/*"),
+    readings=(
+        Reading("standard_conforming_strings on", backslash_in=""),
+        Reading("standard_conforming_strings off", backslash_in="'"),
+    ),
+    escape_prefixes="eE",
+    plain_prefixes="bBxX",
+    dollar_quotes=True,
+)
 P = ParamSpec("P")
 R = TypeVar("R")
 
@@ -146,7 +159,7 @@ class PostgresChunkSource:
 
     @_engine_errors
     def check_filter(self, table: str, predicate: str) -> None:
-        check_single_predicate(table, predicate, _FORBIDDEN)
+        check_single_predicate(table, predicate, FILTER_SYNTAX)
         if table not in self._tables:
             return  # reported as UNKNOWN_SCHEMA when its turn comes
         query = sql.SQL("select 1 from {} where ({}) limit 0").format(self._ident(table), sql.SQL(predicate))

@@ -12,10 +12,18 @@ Pure (no psycopg): the CLI and a sensor can compare positions without a database
 
 from __future__ import annotations
 
+import re
+
 from airflow_cdc.engine.errors import OffsetError
 from airflow_cdc.engine.positions import PositionCodec
 from airflow_cdc.engine.records import Offset
-from airflow_cdc.engine.sources.postgres.pgoutput import format_lsn, parse_lsn
+from airflow_cdc.engine.sources.postgres.pgoutput import format_lsn
+
+#: An LSN as PostgreSQL prints it: the high and the low 32 bits in hex, each at most FFFFFFFF.
+#: (int(x, 16) alone took "0/100000000", which is 1/0, and "0x1/ 2_0" as well.)
+_LSN = re.compile(r"(?P<high>0*[0-9A-Fa-f]{1,8})/(?P<low>0*[0-9A-Fa-f]{1,8})")
+_HALF = re.compile(r"[0-9A-Fa-f]+")
+_NUMBER = re.compile(r"[0-9]+")
 
 #: Sort key of an unfinished snapshot: before every LSN.
 _SNAPSHOT = (-1, 0, 0, 0)
@@ -46,13 +54,15 @@ class PostgresPositions(PositionCodec):
 
     def parse(self, text: str) -> Offset:
         text = text.strip()
-        try:
-            lsn = int(text) if text.isdigit() else parse_lsn(text)
-        except ValueError as exc:
-            raise OffsetError(f"{text!r} is not {self.example}: {exc}") from None
-        if not 0 <= lsn < 1 << 64:
-            raise OffsetError(f"{text!r} is not {self.example}: out of range")
-        return lsn_offset(lsn)
+        if _NUMBER.fullmatch(text):  # pg_lsn as a number, as some tools print it
+            lsn = int(text)
+            if lsn >= 1 << 64:
+                raise OffsetError(f"{text!r} is not {self.example}: a number of at most 2^64-1")
+            return lsn_offset(lsn)
+        match = _LSN.fullmatch(text)
+        if match is None:
+            raise OffsetError(f"{text!r} is not {self.example}: {_what_is_wrong(text)}")
+        return lsn_offset((int(match["high"], 16) << 32) | int(match["low"], 16))
 
     def format(self, offset: Offset) -> str:
         """The LSN up to which everything is committed (``lsn_commit``); for an unfinished
@@ -68,6 +78,15 @@ class PostgresPositions(PositionCodec):
         if committed.get("snapshot") or current.get("snapshot"):
             return None
         return max(0, _key(current)[0] - _key(committed)[0])
+
+
+def _what_is_wrong(text: str) -> str:
+    high, sep, low = text.partition("/")
+    form = "the form is X/Y, the high and the low 32 bits of the WAL position in hex"
+    if not sep or not all(_HALF.fullmatch(half) for half in (high, low)):
+        return form
+    too_long = " and ".join(name for name, half in (("high", high), ("low", low)) if len(half.lstrip("0") or "0") > 8)
+    return f"{form}, each at most FFFFFFFF; its {too_long} half is longer"
 
 
 POSTGRES_POSITIONS = PostgresPositions()
