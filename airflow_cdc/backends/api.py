@@ -14,7 +14,7 @@ from collections.abc import Callable, Mapping
 from typing import Any, Self
 
 from airflow_cdc.backends.protocol import Capabilities, StopOutcome, identity_problem
-from airflow_cdc.engine.errors import ApiRefusedError, ApiUnavailableError, CdcError, RefusedError
+from airflow_cdc.engine.errors import ApiError, ApiRefusedError, ApiUnavailableError, CdcError, RefusedError
 from airflow_cdc.engine.notifications import NotificationPage
 from airflow_cdc.engine.positions import codec_for
 from airflow_cdc.engine.server import offsets_admin
@@ -210,6 +210,18 @@ class AsyncApiBackend:
 
     def kafka_cluster(self) -> dict[str, Any] | None:
         return None
+
+    async def flush_offsets(self) -> bool:
+        """Ask the instance to commit what it delivered now (``POST /offsets/flush``) rather than
+        at its next ``offset.flush.interval.ms``; whether it did (False: an older instance
+        without the route)."""
+        try:
+            answer = await self.client.flush()
+        except ApiError as exc:
+            if exc.status in (404, 405):
+                return False
+            raise
+        return bool(answer.get("committed"))
 
     async def aclose(self) -> None:
         await self.client.aclose()

@@ -211,6 +211,10 @@ class AsyncConnectorBackend(AsyncApiBackend):
         if settings.bootstrap_servers:
             self._kafka["bootstrap_servers"] = settings.bootstrap_servers
 
+    async def flush_offsets(self) -> bool:
+        # A connector commits on its Connect worker's interval: there is no request for it.
+        return False
+
     def kafka_cluster(self) -> dict[str, Any] | None:
         # A connector on Kafka Connect writes to the cluster its kafka_connect connection names.
         return dict(self._kafka) if self._kafka.get("bootstrap_servers") else None

@@ -173,6 +173,10 @@ class AsyncEngineBackend(Protocol):
 
     async def running_config(self) -> dict[str, Any]: ...
 
+    async def flush_offsets(self) -> bool:
+        """Commit what is delivered now; whether it did (False where the backend cannot be asked:
+        a connector on Connect commits on its worker's interval)."""
+
     def kafka_cluster(self) -> dict[str, Any] | None:
         """kafka-python settings of the cluster its events go to when the connection names it
         (a connector on Connect); None: read them from the running configuration's ``sink.*``."""

@@ -11,7 +11,6 @@ from typing import Any
 from airflow.sdk import BaseHook
 
 from airflow_cdc.backends import AsyncEngineBackend, InstancePosition
-from airflow_cdc.engine.errors import ApiError
 from airflow_cdc.triggers.base import CdcEngineTrigger, NoAnswer, Payload, failed
 from airflow_cdc.triggers.kafka_lag import ConsumerLag, client_settings
 from airflow_cdc.triggers.progress import CURRENT, OffsetGoal, positions_summary
@@ -77,16 +76,7 @@ class CdcOffsetTrigger(CdcEngineTrigger):
         """Whether the instance committed what it delivered on request (POST /offsets/flush);
         False where there is no such request (a connector on Kafka Connect commits on its
         worker's interval, an older instance has no such route)."""
-        flush = getattr(client, "flush", None)
-        if flush is None:
-            return False
-        try:
-            answer = await flush()
-        except ApiError as exc:
-            if exc.status in (404, 405):
-                return False
-            raise
-        return bool(answer.get("committed"))
+        return await client.flush_offsets()
 
 
 class CdcConsumerLagTrigger(CdcEngineTrigger):

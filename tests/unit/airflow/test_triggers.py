@@ -39,6 +39,9 @@ class FakeApi:
         self.notifications: list[Notification] = []
         self.committed = "0/10"
         self.current = "0/20"
+        #: Delivered but not committed yet (``offset.flush.interval.ms``); a flush commits it.
+        self.delivered = self.committed
+        self.flushable = False
         #: Requests until the instance answers (it "restarts"); -1: never.
         self.down_for = 0
         self.requests: list[httpx.Request] = []
@@ -63,6 +66,9 @@ class FakeApi:
         if path == "/offsets":
             entries = [OffsetEntry({"server": "shop"}, {"lsn": 16})]
             return httpx.Response(200, json={"offsets": [e.to_json() for e in entries]})
+        if path == "/offsets/flush" and request.method == "POST" and self.flushable:
+            self.committed = self.delivered  # what was delivered is committed at once
+            return httpx.Response(200, json={"committed": True, "offsets": []})
         if path == f"/connectors/{self.name}":
             return httpx.Response(200, json={"name": self.name, "config": {"topic.prefix": "shop", "name": self.name}})
         return httpx.Response(404, json={"error_code": 404, "message": f"no route {path}"})
@@ -352,3 +358,13 @@ def test_brokers_that_do_not_answer_end_in_a_retriable_error_naming_the_fix(
     [event] = events(trigger)
     assert event["status"] == "error" and event["retriable"] is True
     assert "no broker answered" in event["message"] and "check the brokers" in event["message"]
+
+
+def test_the_offset_trigger_asks_the_instance_to_commit_what_it_delivered(api: FakeApi) -> None:
+    """Everything up to the target is delivered but not committed (the flush interval is a
+    minute by default): the trigger asks for a commit (POST /offsets/flush) and succeeds at
+    its first look instead of waiting for the interval."""
+    api.delivered, api.flushable = "0/30", True
+    [event] = events(CdcOffsetTrigger(CONN, target="0/20", poll_interval=3600))
+    assert event["status"] == "success"
+    assert any(r.url.path == "/offsets/flush" and r.method == "POST" for r in api.requests)
