@@ -22,8 +22,11 @@ BACKEND_CLASSES = {
     for name, value in vars(module).items()
     if isinstance(value, type) and value.__module__ == module.__name__
 }
-#: What backend branching looked like: a connection's kind, or a client's class.
-BRANCHING = re.compile(r"\.kafka_connect\b|settings\.config_path|isinstance\([^)]*(Client|Backend)\b")
+#: What backend branching looked like: a connection's kind, a client's class, or sniffing for a
+#: method (a missing one silently turned the offset trigger's flush off).
+BRANCHING = re.compile(
+    r"\.kafka_connect\b|settings\.config_path|isinstance\([^)]*(Client|Backend)\b|getattr\((client|backend)\b"
+)
 
 
 def _modules(*parts: str) -> list[Path]:
