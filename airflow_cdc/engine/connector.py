@@ -83,6 +83,11 @@ class SourceTask(abc.ABC):
     def stop(self) -> None:
         """Release connections. Must also work after a ``start`` that failed half-way."""
 
+    def drain(self) -> list[SourceRecord]:
+        """Called once at a clean stop, after the last poll: records already read but held back
+        for later polls, to be delivered and committed before the task stops."""
+        return []
+
     def idle(self) -> None:  # noqa: B027 - optional hook
         """Called instead of poll() while the engine is paused: keep connections alive (a
         replication stream must still answer the server)."""

@@ -198,6 +198,7 @@ class TaskRunner:
 
     def _finish(self) -> None:
         if self.start_error is None:
+            self._deliver_held_back()
             # Records handed to an asynchronous sink may still be acknowledged: wait a little.
             try:
                 self._processor.flush(self._stop.drain_remaining())
@@ -215,6 +216,20 @@ class TaskRunner:
             self.task.stop()
         except Exception as exc:
             log.error("task %s: stop failed: %s", self.task_id, exc)
+
+    def _deliver_held_back(self) -> None:
+        """A clean stop delivers what the task read but held for later polls; after a failure
+        nothing more is read from the task (it is re-read after the restart)."""
+        if self.error is not None or self.tracker.failure is not None:
+            return
+        try:
+            records = self.task.drain()
+        except Exception as exc:
+            log.error("task %s: taking the records it held back failed: %s", self.task_id, exc)
+            return
+        if records:
+            self.polled += len(records)
+            self._processor.process(records, self.tracker.track(records))
 
     def _source_metrics(self) -> dict[str, float]:
         try:

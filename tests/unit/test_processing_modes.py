@@ -303,3 +303,58 @@ def test_position_markers_advance_the_offset_but_are_never_delivered(mode):
     with EngineRunner(engine):
         wait_until(lambda: engine.offset_store.read({"server": "test", "task": 0}) == {"seq": 1}, 5, "marker")
     assert [r.key for r in delivered] == [{"id": 0}]
+
+
+def holding_engine(*, fails: bool) -> tuple[Engine, list, threading.Event]:
+    """An engine whose task reads one record, then holds two back for later polls (``drain``);
+    its second poll fails if ``fails``."""
+    from airflow_cdc.engine import SourceConnector, SourceTask
+
+    from .scripted import record
+
+    delivered: list = []
+    polled = threading.Event()
+
+    class HoldingTask(SourceTask):
+        def start(self, context):
+            self.sent = False
+
+        def poll(self):
+            if not self.sent:
+                self.sent = True
+                return [record(0, 0)]
+            if fails:
+                raise ValueError("the source broke")
+            polled.set()
+            return []
+
+        def drain(self):
+            return [record(0, 1), record(0, 2)]
+
+        def stop(self):
+            pass
+
+    class HoldingConnector(SourceConnector):
+        def task_class(self):
+            return HoldingTask
+
+        def task_configs(self, max_tasks):
+            return [self.config]
+
+    return Engine(config(), connector=HoldingConnector(), consumer=delivered.append), delivered, polled
+
+
+def test_a_clean_stop_delivers_and_commits_what_the_task_held_back():
+    engine, delivered, polled = holding_engine(fails=False)
+    with EngineRunner(engine):
+        wait_until(polled.is_set, 5, "the first poll delivered")
+    assert [r.key for r in delivered] == [{"id": 0}, {"id": 1}, {"id": 2}]
+    assert engine.offset_store.read({"server": "test", "task": 0}) == {"seq": 2}
+
+
+def test_after_a_failure_nothing_more_is_taken_from_the_task():
+    """The restart reads it again from the committed offset."""
+    engine, delivered, _ = holding_engine(fails=True)
+    EngineRunner(engine).start().join(10)  # the task's failure stops the engine
+    assert [r.key for r in delivered] == [{"id": 0}]
+    assert engine.offset_store.read({"server": "test", "task": 0}) in (None, {"seq": 0})

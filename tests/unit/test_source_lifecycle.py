@@ -23,6 +23,7 @@ from airflow_cdc.engine.records import Offset, PositionMarker, SourceRecord
 from airflow_cdc.engine.signals.channels import InProcessChannel
 from airflow_cdc.engine.signals.signal import WINDOW_CLOSE, WINDOW_OPEN, SignalError
 from airflow_cdc.engine.snapshots.coordinator import SnapshotCoordinator
+from airflow_cdc.engine.snapshots.incremental import OFFSET_KEY
 from airflow_cdc.engine.sources.lifecycle import (
     ALLOWED_TRANSITIONS,
     Beginning,
@@ -362,6 +363,37 @@ def test_a_blocking_snapshot_starts_once_everything_polled_before_it_is_handed_o
     assert [k for k in keys if k in (1, 2, 3)] == [1, 2, 3]  # the chunk's rows (ScriptedSource reads 1..3)
     assert keys.index(5) > keys.index(3) and "b1" in keys  # all handed over before the snapshot opened
     assert task.lifecycle.phase is P.BLOCKING
+
+
+def test_a_clean_stop_drains_what_was_read_and_the_marker_that_ends_the_snapshot(task: Task) -> None:
+    """The snapshot's last window closes and COMPLETED is published in one poll, whose released
+    rows wait for later polls: a stop before those polls takes them all, the last without the
+    finished snapshot's context - else the next start resumes the snapshot."""
+    task.lifecycle.begin(Beginning(None, stream=True))
+    task.parts.changes = [[signal("i1", "execute-snapshot", {"data-collections": ["public.t"]})]]
+    task.lifecycle.poll()
+    window = task.coordinator.snapshot.window_id
+    assert window is not None
+    task.parts.changes = [
+        [
+            signal(f"{window}-open", WINDOW_OPEN, None, 2),
+            signal(f"{window}-close", WINDOW_CLOSE, None, 3),
+            row(5, pos=4),
+        ]
+    ]
+    first = task.lifecycle.poll()
+    assert "COMPLETED" in task.notifications("Incremental Snapshot")
+    held = task.lifecycle.drain()
+    keys = task.keys(first + held)
+    assert [k for k in keys if k in (1, 2, 3, 5)] == [1, 2, 3, 5]
+    assert held and all(OFFSET_KEY in r.offset for r in first)  # the rows polled carry the open snapshot
+    assert not held[-1].offset.get(OFFSET_KEY)  # the last one drained: the snapshot is over
+    assert task.lifecycle.drain() == []  # taken once
+
+
+def test_nothing_is_drained_outside_the_stream(task: Task) -> None:
+    initial(task, [1, 2, 3])
+    assert task.lifecycle.drain() == []
 
 
 # -- ... -> STOPPED ---------------------------------------------------------------------------------

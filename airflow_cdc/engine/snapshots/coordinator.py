@@ -346,7 +346,7 @@ class SnapshotCoordinator:
             self._failed_window(failure)
         self.kick()
         self.snapshot.tidy()
-        return self._tail()
+        return self.tail()
 
     def kick(self) -> None:
         """Start the next window now if one is due (while earlier rows are still handed over)."""
@@ -364,7 +364,9 @@ class SnapshotCoordinator:
         log.error("incremental snapshot: reading a chunk failed: %s", error)
         self.snapshot.fail_table(SQL_EXCEPTION)
 
-    def _tail(self) -> list[SourceRecord]:
+    def tail(self) -> list[SourceRecord]:
+        """Notifications for the sink, or a marker carrying a context that changed since the
+        last hand-over; [] when there is nothing new."""
         fields = self._context_fields()
         topic = self.bus.sink_topic
         taken = self.bus.take_for_sink() if topic else []

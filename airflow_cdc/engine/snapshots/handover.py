@@ -39,3 +39,10 @@ class HandOver:
             elif batch:
                 return batch
         return []
+
+    def drain(self) -> list[SourceRecord]:
+        """Everything still waiting, in order (the task stops: it is delivered now or never)."""
+        out: list[SourceRecord] = []
+        while batch := self.next():
+            out.extend(batch)
+        return out

@@ -297,6 +297,14 @@ class SourceLifecycle:
         # Else the next poll starts the stream: were it started here, a failure to start it
         # would lose this poll's batch - the snapshot's last rows and its end.
 
+    def drain(self) -> list[SourceRecord]:
+        """At a clean stop: what was read but held for later polls (a released chunk, the
+        marker carrying a snapshot's end), so that it is delivered and committed with the rest -
+        else a snapshot reported COMPLETED would be resumed at the next start."""
+        if self._phase is not P.STREAMING:
+            return []
+        return self._handover.drain() + self._coordinator.tail()
+
     # -- between polls --------------------------------------------------------------------------
     def idle(self) -> None:
         """The engine is paused: nothing is polled, the source is kept alive all the same."""

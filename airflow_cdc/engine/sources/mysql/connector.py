@@ -402,6 +402,9 @@ class MySqlTask(SourceTask):
         if self.lifecycle is not None:
             self.lifecycle.commit(offsets)
 
+    def drain(self) -> list[SourceRecord]:
+        return self.lifecycle.drain() if self.lifecycle is not None else []
+
     def idle(self) -> None:
         if self.lifecycle is not None:
             self.lifecycle.idle()
