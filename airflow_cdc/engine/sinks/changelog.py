@@ -12,6 +12,10 @@ its records marked processed. A reader therefore never sees a partial segment, a
 loses nothing: the temp file is discarded at the next start and its records, never committed,
 are captured again. A segment is published when it reaches ``segment.max.records`` or
 ``segment.max.bytes``, when it is ``segment.max.ms`` old, and when the engine stops.
+A write that fails (a full disk) fails nothing else: the segment is sealed with its records
+unmarked, later segments of the topic wait behind it, and it is written again from its records
+every :data:`RETRY_S` until there is room (``failure`` says why meanwhile). The engine's offsets
+stay behind it, and its back-pressure stops polling once ``max.queue.size`` records wait.
 Retention (``retention.ms``, ``retention.bytes``) deletes whole segments, oldest first, never
 the newest one. Segments are created ``0600`` and the directories the sink makes ``0700``
 (``private_files``): they hold captured rows.
@@ -25,6 +29,7 @@ import os
 import re
 import threading
 import time
+from collections import deque
 from collections.abc import Mapping
 from pathlib import Path
 from typing import IO, Any
@@ -38,6 +43,9 @@ from airflow_cdc.engine.sinks.base import Sink
 from airflow_cdc.engine.sinks.line import record_line
 
 log = logging.getLogger(__name__)
+
+#: After a failed write, the wait before a segment is written again.
+RETRY_S = 1.0
 
 SEGMENT = re.compile(r"^(\d{20})\.jsonl$")
 TOPIC = re.compile(r"^[A-Za-z0-9._-]+$")
@@ -71,24 +79,72 @@ CHANGELOG_CONFIG = ConfigDef(
 
 
 class _Segment:
-    """The open segment of one topic: a temp file and the records waiting in it."""
+    """The open segment of one topic: a temp file and the records waiting in it.
+
+    A write that fails (a full disk) breaks the temp file: it is deleted and the records are
+    kept, each with its sequence number, so the next attempt writes the whole segment again
+    from them. A half-written line can therefore never be renamed into place."""
 
     def __init__(self, directory: Path, first_seq: int) -> None:
         self.name = f"{first_seq:020d}.jsonl"
         self.temp = directory / f".{self.name}.tmp"
-        self.file: IO[bytes] = os.fdopen(open_private(self.temp), "wb")  # closed by publish/discard
         self.opened = time.monotonic()
         self.records = 0
         self.bytes = 0
-        self.waiting: list[tuple[RecordCommitter, SerializedRecord]] = []
+        self.waiting: list[tuple[RecordCommitter, SerializedRecord, int]] = []
+        self.file: IO[bytes] | None = None
+        with contextlib.suppress(OSError):  # no room even for the file: written at publish
+            self.file = os.fdopen(open_private(self.temp), "wb")
+
+    def add(self, committer: RecordCommitter, record: SerializedRecord, seq: int) -> None:
+        line = record_line(record, seq)
+        self.waiting.append((committer, record, seq))
+        self.records += 1
+        self.bytes += len(line)
+        if self.file is not None:
+            try:
+                self.file.write(line)
+            except OSError:
+                self.discard_file()
+
+    def write_out(self, fsync: bool) -> None:
+        """The complete temp file, durable; rewritten from the records if a write failed."""
+        if self.file is None:
+            self.file = os.fdopen(open_private(self.temp), "wb")
+            for _, record, seq in self.waiting:
+                self.file.write(record_line(record, seq))
+        self.file.flush()
+        if fsync:
+            os.fsync(self.file.fileno())
+        self.file.close()
+        self.file = None
+
+    def discard_file(self) -> None:
+        file, self.file = self.file, None
+        if file is not None:
+            with contextlib.suppress(OSError):
+                file.close()  # flushing what is buffered may fail again: the file goes anyway
+        with contextlib.suppress(FileNotFoundError):
+            self.temp.unlink()
 
 
 class _Topic:
+    """One topic's segments: the open one, and those sealed (full, or old) but not yet
+    published because writing failed - published strictly in order, so a reader never sees a
+    segment before the ones that precede it."""
+
     def __init__(self, directory: Path, next_seq: int) -> None:
         self.directory = directory
         self.next_seq = next_seq
         self.segment: _Segment | None = None
+        self.sealed: deque[_Segment] = deque()
+        self.retry_at = 0.0  # after a failure: no new attempt before this (monotonic)
         self.lock = threading.Lock()
+
+    def seal(self) -> None:
+        if self.segment is not None:
+            self.sealed.append(self.segment)
+            self.segment = None
 
 
 class ChangelogSink(Sink):
@@ -107,6 +163,8 @@ class ChangelogSink(Sink):
         self._closed = threading.Event()
         self._timer: threading.Thread | None = None
         self.segments_published = 0
+        self.publish_failures = 0
+        self._failure: str | None = None
 
     def start(self) -> None:
         private_dir(self.root)
@@ -118,21 +176,23 @@ class ChangelogSink(Sink):
             topic = self._topic(record.topic)
             with topic.lock:
                 segment = topic.segment or self._open(topic)
-                line = record_line(record, topic.next_seq)
+                segment.add(committer, record, topic.next_seq)
                 topic.next_seq += 1
-                segment.file.write(line)
-                segment.records += 1
-                segment.bytes += len(line)
-                segment.waiting.append((committer, record))
                 if segment.records >= self._max_records or segment.bytes >= self._max_bytes:
-                    self._publish(topic)
+                    topic.seal()
+                    if time.monotonic() >= topic.retry_at:
+                        self._publish(topic)
         committer.mark_batch_finished()
 
     def flush(self, timeout: float) -> None:
         for topic in list(self._topics.values()):
             with topic.lock:
-                if topic.segment is not None:
-                    self._publish(topic)
+                topic.seal()
+                self._publish(topic)
+
+    @property
+    def failure(self) -> str | None:
+        return self._failure
 
     def close(self, timeout: float = 10.0) -> None:
         self.flush(timeout)
@@ -141,7 +201,11 @@ class ChangelogSink(Sink):
             self._timer.join(timeout)
 
     def metrics(self) -> dict[str, float]:
-        return {**super().metrics(), "segments_published": self.segments_published}
+        return {
+            **super().metrics(),
+            "segments_published": self.segments_published,
+            "publish_failures": self.publish_failures,
+        }
 
     def _topic(self, name: str) -> _Topic:
         topic = self._topics.get(name)
@@ -169,21 +233,33 @@ class ChangelogSink(Sink):
         return topic.segment
 
     def _publish(self, topic: _Topic) -> None:
-        """Called with ``topic.lock`` held."""
-        segment = topic.segment
-        assert segment is not None
-        segment.file.flush()
-        if self._fsync:
-            os.fsync(segment.file.fileno())
-        segment.file.close()
-        os.rename(segment.temp, topic.directory / segment.name)
-        if self._fsync:
-            _fsync_dir(topic.directory)
-        topic.segment = None
-        self.segments_published += 1
-        for committer, record in segment.waiting:
-            committer.mark_processed(record)
-        self._count(segment.records)
+        """Publish the sealed segments, oldest first; called with ``topic.lock`` held. On a
+        failure (a full disk, say) the rest stay sealed with their records unmarked - the
+        engine's offsets do not move past them and polling stops once too many wait - and the
+        next attempt, :data:`RETRY_S` later, writes the failed segment again from its records."""
+        while topic.sealed:
+            segment = topic.sealed[0]
+            try:
+                segment.write_out(self._fsync)
+                os.rename(segment.temp, topic.directory / segment.name)
+                if self._fsync:
+                    _fsync_dir(topic.directory)
+            except OSError as exc:
+                segment.discard_file()
+                topic.retry_at = time.monotonic() + RETRY_S
+                self.publish_failures += 1
+                if self._failure is None:
+                    log.error("changelog: writing a segment of %s failed, retrying: %s", topic.directory, exc)
+                self._failure = f"writing {topic.directory / segment.name} failed: {exc}"
+                return
+            topic.sealed.popleft()
+            if self._failure is not None:
+                log.info("changelog: segments of %s are written again", topic.directory)
+                self._failure = None
+            self.segments_published += 1
+            for committer, record, _ in segment.waiting:
+                committer.mark_processed(record)
+            self._count(segment.records)
         self._apply_retention(topic.directory)
 
     def _publish_aged(self) -> None:
@@ -193,10 +269,9 @@ class ChangelogSink(Sink):
             for topic in list(self._topics.values()):
                 with topic.lock:
                     if topic.segment is not None and now - topic.segment.opened >= self._max_age:
-                        try:
-                            self._publish(topic)
-                        except OSError as exc:  # a full disk: keep the records, try again later
-                            log.error("changelog: publishing a segment of %s failed: %s", topic.directory, exc)
+                        topic.seal()
+                    if topic.sealed and now >= topic.retry_at:
+                        self._publish(topic)
 
     def _apply_retention(self, directory: Path) -> None:
         max_ms = self.settings["sink.changelog.retention.ms"]
