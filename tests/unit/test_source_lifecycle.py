@@ -152,11 +152,10 @@ class Task:
         return [r.key["id"] if r.key else None for r in records if type(r) is not PositionMarker]
 
 
-@pytest.fixture
-def task() -> Iterator[Task]:
+def make_task(source: ScriptedSource) -> Task:
     bus = NotificationBus(("api",))
     coordinator = SnapshotCoordinator(
-        source=ScriptedSource(),
+        source=source,
         position=lambda: {"pos": 0},
         partition=PARTITION,
         settings=SETTINGS,
@@ -171,8 +170,14 @@ def task() -> Iterator[Task]:
     lifecycle = SourceLifecycle(
         "test", parts, coordinator=coordinator, initial_snapshot=notifications, poll_interval_s=0
     )
-    yield Task(parts, lifecycle, coordinator, notifications, bus)
-    lifecycle.stop()
+    return Task(parts, lifecycle, coordinator, notifications, bus)
+
+
+@pytest.fixture
+def task() -> Iterator[Task]:
+    made = make_task(ScriptedSource())
+    yield made
+    made.lifecycle.stop()
 
 
 def initial(task: Task, keys: Sequence[int], *, end: str = "marker", stream: bool = True) -> None:
@@ -389,6 +394,79 @@ def test_a_clean_stop_drains_what_was_read_and_the_marker_that_ends_the_snapshot
     assert held and all(OFFSET_KEY in r.offset for r in first)  # the rows polled carry the open snapshot
     assert not held[-1].offset.get(OFFSET_KEY)  # the last one drained: the snapshot is over
     assert task.lifecycle.drain() == []  # taken once
+
+
+@dataclass
+class LosingReads(ScriptedSource):
+    """The first ``losses`` window reads lose their connection, as a source reports it (the
+    watermarks they wrote, if any, still reach the stream)."""
+
+    losses: int = 1
+
+    def read_window(self, *args: Any, **kwargs: Any) -> Any:
+        if self.losses:
+            self.losses -= 1
+            raise RetriableError("incremental snapshot: the database went away: terminating connection")
+        return super().read_window(*args, **kwargs)
+
+
+def window_read_over(task: Task) -> str:
+    """The id of the window being read, once its read (on the reader thread) is over."""
+    window = task.coordinator.snapshot._windows.first  # the read's future: no public view of it
+    assert window is not None
+    window.read.exception(timeout=10)  # waits; the outcome is the poll's to see
+    return window.id
+
+
+@pytest.mark.parametrize("watermarks_streamed", [False, True])
+def test_stream_records_of_a_poll_whose_window_read_failed_are_handed_over_once_in_order(
+    watermarks_streamed: bool,
+) -> None:
+    """A window's read lost its connection: the poll that notices it fails retriably (the engine
+    retries it), but the stream's records it read are handed over all the same - by the retried
+    poll, in order, once; the window is read again and the snapshot completes. Whether the lost
+    read's watermarks reached the stream (a connection lost after the close was written) or not."""
+    task = make_task(LosingReads())
+    failed: list[RetriableError] = []
+
+    def poll() -> list[SourceRecord]:  # as the engine does: a poll that failed retriably is retried
+        try:
+            return task.lifecycle.poll()
+        except RetriableError as exc:
+            failed.append(exc)
+            return []
+
+    try:
+        task.lifecycle.begin(Beginning(None, stream=True))
+        task.parts.changes = [[signal("i1", "execute-snapshot", {"data-collections": ["public.t"]})]]
+        handed = poll()  # the snapshot starts; its first window is read, and fails
+        lost = window_read_over(task)
+        stream = [row(5, pos=2), row(6, pos=3), row(7, pos=4)]
+        if watermarks_streamed:
+            stream = [
+                signal(f"{lost}-open", WINDOW_OPEN, None, 2),
+                *stream,
+                signal(f"{lost}-close", WINDOW_CLOSE, None, 4),
+            ]
+        task.parts.changes = [stream]
+        for _ in range(20):
+            handed += poll()
+            if "COMPLETED" in task.notifications("Incremental Snapshot"):
+                break
+            window = task.coordinator.snapshot.window_id
+            if window is not None and not task.parts.changes:
+                window_read_over(task)
+                task.parts.changes = [
+                    [signal(f"{window}-open", WINDOW_OPEN, None, 5), signal(f"{window}-close", WINDOW_CLOSE, None, 6)]
+                ]
+        handed += task.lifecycle.drain()
+        keys = task.keys(handed)
+        assert [k for k in keys if k in (5, 6, 7)] == [5, 6, 7]  # none lost, none twice, in order
+        assert [k for k in keys if k in (1, 2, 3)] == [1, 2, 3]  # the chunk, read again
+        assert "COMPLETED" in task.notifications("Incremental Snapshot")
+        assert len(failed) == 1 and "went away" in str(failed[0])  # one lost read, one failed poll
+    finally:
+        task.lifecycle.stop()
 
 
 def test_nothing_is_drained_outside_the_stream(task: Task) -> None:

@@ -28,8 +28,13 @@ class HandOver:
             only = segments[0]
             assert isinstance(only, list)
             return only + tail if tail else only
-        self._backlog.extend(iter((s,)) if isinstance(s, list) else s for s in [*segments, tail])
+        self.hold([*segments, tail])
         return self.next()
+
+    def hold(self, segments: list[Segment]) -> None:
+        """Keep these for the next polls, after what already waits (a poll that read them failed
+        before handing them over: they go with the retried one)."""
+        self._backlog.extend(iter((s,)) if isinstance(s, list) else s for s in segments if not isinstance(s, list) or s)
 
     def next(self) -> list[SourceRecord]:
         while self._backlog:

@@ -17,6 +17,11 @@ before), up to :data:`READ_AHEAD` windows. Windows never overlap in the log (eac
 watermarks are written after the previous one's close), so the stream meets them one at a time,
 in order; the server's work and the stream's latency overlap the delivery of the rows before.
 
+A window whose read fails for a lost connection (RetriableError from the source) is read again
+from the last key emitted, with the windows read ahead of it; the poll that finds it fails, and
+the engine retries it (the source opens its reader connection again). Its watermarks, if they
+were written, match no window any more and are passed over.
+
 The context (tables left, current table, maximum key, last emitted key, signal id, counts)
 travels in the offsets of every record (``incremental_snapshot``, a JSON string, stamped by the
 coordinator). Rows emitted at a window's close carry the context *before* the chunk, and the
@@ -27,12 +32,10 @@ delivered, re-reading at most one chunk.
 from __future__ import annotations
 
 import logging
-import re
 import time
-from collections.abc import Callable, Iterator, Mapping, Sequence
+from collections.abc import Callable, Iterator, Sequence
 from concurrent.futures import Future, ThreadPoolExecutor
-from dataclasses import asdict, dataclass, field, replace
-from typing import Any
+from dataclasses import replace
 
 import orjson
 
@@ -51,6 +54,8 @@ from airflow_cdc.engine.snapshots.chunks import (
     ChunkSource,
     TablePlan,
 )
+from airflow_cdc.engine.snapshots.context import OFFSET_KEY, SnapshotContext
+from airflow_cdc.engine.snapshots.matching import match_tables, matches
 from airflow_cdc.engine.snapshots.windows import WindowQueue, surviving
 
 __all__ = [
@@ -72,7 +77,6 @@ __all__ = [
 
 log = logging.getLogger(__name__)
 
-OFFSET_KEY = "incremental_snapshot"
 #: Windows read but not yet closed in the stream, at most. Two keep the reader busy while the
 #: stream catches up with the first; more only hold more rows in memory.
 READ_AHEAD = 2
@@ -81,40 +85,6 @@ READ_AHEAD = 2
 REREAD_DELAY_S = 0.05
 #: Windows of one table in a row read again for a changed shape before its snapshot gives up.
 MAX_RESHAPED_WINDOWS = 20
-
-
-@dataclass(frozen=True)
-class SnapshotContext:
-    id: str
-    tables: tuple[TablePlan, ...]  # left to scan, the current one first
-    all_tables: tuple[str, ...]  # every table the snapshot was asked for (notifications)
-    max_key: tuple[str, ...] | None = None  # of the current table, once read
-    last_key: tuple[str, ...] | None = None  # the last key emitted from the current table
-    table_rows: int = 0  # rows emitted from the current table
-    rows: int = 0  # rows emitted, all tables
-    estimated_rows: int = 0
-    started_ms: int = field(default_factory=lambda: time.time_ns() // 1_000_000)
-    paused: bool = False
-
-    @property
-    def current(self) -> TablePlan | None:
-        return self.tables[0] if self.tables else None
-
-    def to_offset(self) -> dict[str, str]:
-        return {OFFSET_KEY: orjson.dumps(asdict(self)).decode()}
-
-    @classmethod
-    def from_offset(cls, offset: Mapping[str, Any] | None) -> SnapshotContext | None:
-        raw = (offset or {}).get(OFFSET_KEY)
-        if not raw:
-            return None
-        data = orjson.loads(raw)
-        data["tables"] = tuple(TablePlan(**t) for t in data["tables"])
-        data["all_tables"] = tuple(data["all_tables"])
-        for key in ("max_key", "last_key"):
-            if data[key] is not None:
-                data[key] = tuple(data[key])
-        return cls(**data)
 
 
 class IncrementalSnapshot:
@@ -144,6 +114,7 @@ class IncrementalSnapshot:
         self._executor: ThreadPoolExecutor | None = None
         self._not_before = 0.0  # a window to read again waits until then
         self._reshaped = 0  # windows in a row read again because the table's shape changed
+        self._failed: BaseException | None = None  # a read found failed at its close (failure)
 
     # -- state ---------------------------------------------------------------------------------
     @property
@@ -303,7 +274,11 @@ class IncrementalSnapshot:
         return self._executor
 
     def failure(self) -> BaseException | None:
-        """The error of the next window's read, if it failed (its close will never come)."""
+        """The error of the next window's read, if it failed (its close will never come, or came
+        without a chunk); reported once, the windows discarded: the next step reads again."""
+        failed, self._failed = self._failed, None
+        if failed is not None:
+            return failed
         window = self._windows.first
         if window is None or not window.read.done() or window.read.exception() is None:
             return None
@@ -318,7 +293,16 @@ class IncrementalSnapshot:
         window = self._windows.take(window_id)
         if window is None:
             return None  # an old window (before a crash or a stop): nothing to do
-        # The close watermark is written after the chunk was read: the result is there.
+        # The close watermark is written after the chunk was read: the read is over, or nearly.
+        error = window.read.exception()
+        if error is not None:
+            # Its connection was lost after the close was written, before the chunk came back:
+            # read again, and the windows read ahead of it with it (they start where it ended).
+            # The error is the poll's to report (failure), not the stream's: raised from here it
+            # would cut this poll's records off half-way.
+            self._windows.clear()
+            self._failed = error
+            return None
         chunk = window.read.result()
         assert chunk is not None  # a window that read nothing wrote no watermarks
         if chunk.current is not None and not chunk.current():
@@ -446,26 +430,6 @@ def _table_ends(chunk: Chunk, max_key: tuple[str, ...]) -> bool:
     """The read says nothing is left, or the chunk reached the end point (keys are compared by
     the server; their text is equal only for the same key)."""
     return chunk.last_key is None or chunk.complete or chunk.last_key == max_key
-
-
-def matches(pattern: str, table: str, qualifier: str | None = None) -> bool:
-    """A ``data-collections`` regex names the table (``schema.table``, whole), or, with a
-    qualifier, ``<qualifier>.schema.table``."""
-    return re.fullmatch(pattern, table) is not None or (
-        qualifier is not None and re.fullmatch(pattern, f"{qualifier}.{table}") is not None
-    )
-
-
-def match_tables(known: list[str], signal: Signal, qualifier: str | None = None) -> list[str]:
-    """The captured tables the signal's ``data-collections`` regexes match (whole names)."""
-    tables = [t for t in known if any(matches(p, t, qualifier) for p in signal.data_collections)]
-    if not tables:
-        raise SignalError(
-            f"signal {signal.id!r}: no captured table matches {signal.data_collections} "
-            f"(captured: {', '.join(known) or 'none'})",
-            signal.id,
-        )
-    return tables
 
 
 def _key_text(key: tuple[str, ...] | None) -> str:

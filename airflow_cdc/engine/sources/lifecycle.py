@@ -24,6 +24,9 @@ Behaviour decided here once for every source (the sources had drifted apart):
   before it is handed over.** Its rows carry the stream's position: handing over older records
   after them would let a commit of those rows skip the older ones. And nothing is read from the
   stream in a poll whose opening of the snapshot fails, so a retried poll loses no change.
+* **Nothing read from the stream is dropped by a failed poll.** An incremental snapshot's step
+  that fails after the stream was read (a window read whose connection was lost) fails the poll,
+  and the records read wait for the retried poll (``_poll_stream``).
 * **A snapshot the source cannot serve** (SignalError from opening or reading a blocking one)
   answers its signal REJECTED with the reason, and streaming goes on.
 """
@@ -244,7 +247,18 @@ class SourceLifecycle:
             return []
         records = self._parts.read_changes()
         segments = coordinator.watch(records)
-        notifications = coordinator.after_poll()  # after the rows of a chunk they report on
+        try:
+            notifications = coordinator.after_poll()  # after the rows of a chunk they report on
+        except BaseException:
+            # The stream has moved past these records: a retried poll reads what follows them,
+            # so they must not go with this poll. The error is raised now, where it happened
+            # (the retry policy's backoff and errors.max.retries apply as to any failed poll,
+            # and a database that stays away ends the task); the records wait in the hand-over,
+            # which the retried poll returns first, before reading the stream again - once, in
+            # order - and a clean stop drains. Deferring the error to the next poll instead
+            # would need a stored error and a rule for what that poll may still read first.
+            handover.hold(segments)
+            raise
         return handover.first(segments, notifications)
 
     def _begin_blocking(self, blocking: BlockingSnapshot) -> None:
