@@ -18,22 +18,21 @@ since the window was queued drops its row, as above.
 Chunk keys travel as text (the JSON of the offsets' snapshot context) and are compared by the
 server with the bound cast back to the column's type (``CAST('42' AS SIGNED)``), binary keys as
 hex; composite keys are compared column by column (``k1 > a or (k1 = a and k2 > b)``, which the
-optimizer turns into a range). pymysql's errors stay here: a lost connection leaves as
-RetriableError, any other refused query as TableReadError.
+optimizer turns into a range). pymysql's errors stay here (:mod:`.chunk_connection`): a lost
+connection leaves as RetriableError - the window is read again on a new connection - any other
+refused query as TableReadError.
 """
 
 from __future__ import annotations
 
 import contextlib
-import functools
 import time
 from collections.abc import Callable, Hashable, Iterator, Sequence
-from typing import Any, ParamSpec, TypeVar
+from typing import Any
 
 import pymysql
 
-from airflow_cdc.engine.errors import RetriableError
-from airflow_cdc.engine.records import Offset, SourceRecord
+from airflow_cdc.engine.records import SourceRecord
 from airflow_cdc.engine.signals import watermark
 from airflow_cdc.engine.signals.signal import WINDOW_CLOSE, WINDOW_OPEN, SignalError
 from airflow_cdc.engine.snapshots.chunks import (
@@ -46,7 +45,10 @@ from airflow_cdc.engine.snapshots.chunks import (
 from airflow_cdc.engine.snapshots.filter_check import FilterSyntax, Quote, Reading, check_single_predicate
 from airflow_cdc.engine.sources.mysql.changes import ChangeBuilder, RowPlan
 from airflow_cdc.engine.sources.mysql.changes import plan as row_plan
+from airflow_cdc.engine.sources.mysql.chunk_connection import WindowConnection
+from airflow_cdc.engine.sources.mysql.chunk_connection import engine_errors as _engine_errors
 from airflow_cdc.engine.sources.mysql.chunk_keys import compare, compare_args, key_text, quote
+from airflow_cdc.engine.sources.mysql.chunk_rows import ChunkRows
 from airflow_cdc.engine.sources.mysql.ddl import Table
 from airflow_cdc.engine.sources.mysql.gtid_windows import GtidVisibility, GtidWindow, GtidWindows
 from airflow_cdc.engine.sources.mysql.positions import GtidSet, MariaDbGtidSet
@@ -54,8 +56,6 @@ from airflow_cdc.engine.sources.mysql.schema import read_tables, row_shape
 from airflow_cdc.engine.sources.mysql.server import ServerInfo, ServerSetupError, executed_gtids
 from airflow_cdc.engine.sources.mysql.types import MySqlColumn, ValueModes
 
-P = ParamSpec("P")
-R = TypeVar("R")
 #: How MySQL's lexer quotes, for the filter check: backslash escapes in both kinds of strings
 #: unless sql_mode says otherwise, "..." an identifier under ANSI_QUOTES; ``#`` starts a comment.
 FILTER_SYNTAX = FilterSyntax(
@@ -68,29 +68,10 @@ FILTER_SYNTAX = FilterSyntax(
         Reading("sql_mode NO_BACKSLASH_ESCAPES", backslash_in=""),
     ),
 )
-#: Errors of a connection, not of a query: the server went away, is shutting down, killed us.
-_CONNECTION_ERRORS = frozenset((1053, 1077, 1152, 1158, 1159, 1160, 1161, 1927))
 TableKey = tuple[str, str]
 #: Unknown column, table definition changed: a DDL between a chunk's definition and its rows.
 _DEFINITION_CHANGED = frozenset((1054, 1412))
 _READ_ATTEMPTS = 5
-
-
-def _engine_errors(method: Callable[P, R]) -> Callable[P, R]:
-    """pymysql's errors as the engine's: RetriableError for a lost connection, TableReadError
-    for a query the server refused."""
-
-    @functools.wraps(method)
-    def mapped(*args: P.args, **kwargs: P.kwargs) -> R:
-        try:
-            return method(*args, **kwargs)
-        except pymysql.Error as exc:
-            code = exc.args[0] if exc.args and isinstance(exc.args[0], int) else 0
-            if isinstance(exc, pymysql.InterfaceError) or code >= 2000 or code in _CONNECTION_ERRORS:
-                raise RetriableError(f"incremental snapshot: the database went away: {exc}") from exc
-            raise TableReadError(str(exc).strip()) from exc
-
-    return mapped
 
 
 def check_read_only(server: ServerInfo) -> None:
@@ -133,7 +114,7 @@ class MySqlChunkSource:
         gtid_windows: GtidWindows | None = None,
         server: ServerInfo | None = None,
     ) -> None:
-        self._conn, self._connect, self._tables = conn, connect, tables
+        self._conn, self._tables = conn, tables
         self._captured, self._topic, self._builder, self._modes = captured, topic, builder, modes
         self._signal, self._strategy, self._batch = signal_table, strategy, batch
         self._gtid_windows, self._server = gtid_windows, server
@@ -143,7 +124,7 @@ class MySqlChunkSource:
         #: Reads see an exact binlog point (MariaDB's consistent snapshots): changes are followed
         #: by transaction.
         self._exact = gtid_windows is not None and server is not None and server.mariadb
-        self._window_conn: Any = None
+        self._window = WindowConnection(connect)
         self._surrogates: dict[str, str] = {}
 
     # -- tables ----------------------------------------------------------------------------------
@@ -226,7 +207,22 @@ class MySqlChunkSource:
         committed before the next begins: the chunk's snapshot is taken after the open
         watermark is in the binlog, and the close watermark follows it. In read-only mode the
         executed GTID sets before and after the read take the watermarks' places."""
-        conn = self._window()
+        try:
+            return self._read_window(window_id, plan, after, upto, limit, correlation_id)
+        except BaseException as exc:
+            self._window.failed(exc)  # lost: the next window is read on a new connection
+            raise
+
+    def _read_window(
+        self,
+        window_id: str,
+        plan: TablePlan,
+        after: tuple[str, ...] | None,
+        upto: tuple[str, ...],
+        limit: int,
+        correlation_id: str | None,
+    ) -> Chunk:
+        conn = self._window.get()
         visibility: GtidVisibility | None = None
         if self._gtid_windows is not None:
             low = self._executed(conn)
@@ -256,7 +252,7 @@ class MySqlChunkSource:
         def current() -> bool:
             return row_shape(self._table(plan.name)) == shape
 
-        chunk_rows = _ChunkRows(rows, width, streamed_plan, self._builder, self._batch)
+        chunk_rows = ChunkRows(rows, width, streamed_plan, self._builder, self._batch)
         return Chunk(chunk_rows, last_key, len(rows) < limit, visibility, current)
 
     def _read_current(
@@ -323,17 +319,10 @@ class MySqlChunkSource:
 
     def interrupt(self) -> None:
         """Kill a query the window reader may be running (the stop must not wait on it)."""
-        conn = self._window_conn
-        if conn is None or not conn.open:
-            return
-        with contextlib.suppress(pymysql.Error), self._connect() as killer, killer.cursor() as cur:
-            cur.execute(f"KILL QUERY {int(conn.thread_id())}")
+        self._window.interrupt()
 
     def close(self) -> None:
-        conn, self._window_conn = self._window_conn, None
-        if conn is not None:
-            with contextlib.suppress(pymysql.Error):
-                conn.close()
+        self._window.close()
 
     # -- helpers ----------------------------------------------------------------------------------
     def _watermark(self, conn: Any, window_id: str, kind: str, data: str) -> None:
@@ -410,38 +399,6 @@ class MySqlChunkSource:
     def _ident(self, table: str) -> str:
         database, name = _split(table)
         return f"{quote(database)}.{quote(name)}"
-
-    def _window(self) -> Any:
-        """The reader thread's connection (watermarks and chunks), autocommit."""
-        if self._window_conn is None or not self._window_conn.open:
-            self._window_conn = self._connect()
-        return self._window_conn
-
-
-class _ChunkRows:
-    """A window's rows as read (each followed by its key's texts), made records ``batch`` at a
-    time when released."""
-
-    def __init__(
-        self,
-        rows: list[tuple[Any, ...]],
-        width: int,
-        rows_plan: Callable[[], RowPlan],
-        builder: ChangeBuilder,
-        batch: int,
-    ):
-        self._rows, self._width, self._plan, self._builder, self._batch = rows, width, rows_plan, builder, batch
-
-    def __len__(self) -> int:
-        return len(self._rows)
-
-    def records(self, offset: Offset) -> Iterator[list[SourceRecord]]:
-        rows, self._rows = self._rows, []  # released once
-        offset = dict(offset)
-        make, plan_, width = self._builder.snapshot_record, self._plan(), self._width
-        for start in range(0, len(rows), self._batch):
-            made = (make(plan_, row[:width], offset, "incremental") for row in rows[start : start + self._batch])
-            yield [record for record in made if record is not None]  # None: left out (failure handling)
 
 
 def _split(table: str) -> TableKey:

@@ -3,15 +3,15 @@ read-only transactions, watermarks in the signal table (or WAL messages in read-
 which transactions a chunk's read saw (its snapshot). The SQL is composed in
 :mod:`.chunk_queries`; a chunk's rows wait in :mod:`.chunk_rows` until they are released.
 
-psycopg's errors stay here: a lost connection leaves as RetriableError, any other refused
-query as TableReadError (the snapshot fails the table and goes on).
+psycopg's errors stay here: a lost connection leaves as RetriableError (the window is read
+again, on a new connection: :mod:`.chunk_connections`), any other refused query as
+TableReadError (the snapshot fails the table and goes on).
 """
 
 from __future__ import annotations
 
 import contextlib
 import functools
-import queue
 import time
 from collections.abc import Callable, Hashable, Iterator
 from concurrent.futures import ThreadPoolExecutor
@@ -37,6 +37,7 @@ from airflow_cdc.engine.sources.postgres import blocking
 from airflow_cdc.engine.sources.postgres import chunk_queries as queries
 from airflow_cdc.engine.sources.postgres.catalog import TableColumns
 from airflow_cdc.engine.sources.postgres.changes import TableSchema
+from airflow_cdc.engine.sources.postgres.chunk_connections import ChunkConnections
 from airflow_cdc.engine.sources.postgres.chunk_queries import ChunkKey
 from airflow_cdc.engine.sources.postgres.chunk_rows import ChunkRows, record_maker
 from airflow_cdc.engine.sources.postgres.snapshot_columns import SnapshotColumns, plan_columns
@@ -99,9 +100,8 @@ class PostgresChunkSource:
         self._modes, self._lookup = modes, lookup
         self._columns: dict[str, SnapshotColumns] = {}
         self._iso_utc: bool | None = None
-        self._conninfo, self._threads, self._batch = conninfo, threads, batch
-        self._window_conn: psycopg.Connection[tuple[Any, ...]] | None = None
-        self._readers: queue.Queue[psycopg.Connection[tuple[Any, ...]]] = queue.Queue()
+        self._threads, self._batch = threads, batch
+        self._connections = ChunkConnections(conninfo)
         self._executor: ThreadPoolExecutor | None = None
         self._conn = conn
         self._tables = tables
@@ -202,8 +202,23 @@ class PostgresChunkSource:
         the open watermark with the read, then the read's commit with the close watermark (and
         the read's snapshot). The rows stay in libpq's results until the stream reaches the close
         and releases them."""
+        try:
+            return self._read_window(window_id, plan, after, upto, limit, correlation_id)
+        except psycopg.OperationalError:
+            self._connections.window_lost()  # the next window is read on a new connection
+            raise
+
+    def _read_window(
+        self,
+        window_id: str,
+        plan: TablePlan,
+        after: tuple[str, ...] | None,
+        upto: tuple[str, ...],
+        limit: int,
+        correlation_id: str | None,
+    ) -> Chunk:
         _, schema = self._tables[plan.name]
-        conn = self._window()
+        conn = self._connections.window()
         opened = time.time_ns()
         opening = self._watermark(window_id, "open", watermark.metadata(opened, None, correlation_id, plan.name))
         try:
@@ -252,7 +267,7 @@ class PostgresChunkSource:
         if columns is None:
             if self._iso_utc is None:
                 row = (
-                    self._window()
+                    self._connections.window()
                     .execute("select current_setting('DateStyle'), current_setting('TimeZone')")
                     .fetchone()
                 )
@@ -298,23 +313,21 @@ class PostgresChunkSource:
     def _read_on_own_connection(
         self, plan: TablePlan, after: tuple[str, ...] | None, upto: tuple[str, ...], limit: int | None
     ) -> blocking.Rows:
-        conn = self._reader_connection()
+        conn = self._connections.reader()
+        lost = False
         try:
             read = sql.SQL("begin read only; ") + self._range_query(plan, after, upto, limit)
             rows = blocking.Rows(self._chunk_cursor(conn, plan.name), blocking.execute(conn, read))
             blocking.execute(conn, sql.SQL("commit"))
             return rows
+        except psycopg.OperationalError:
+            lost = True
+            raise
         except BaseException:
             blocking.rollback(conn)
             raise
         finally:
-            self._readers.put(conn)
-
-    def _reader_connection(self) -> psycopg.Connection[tuple[Any, ...]]:
-        try:
-            return self._readers.get_nowait()
-        except queue.Empty:
-            return _reader_connection(self._conninfo)
+            self._connections.give_back(conn, lost=lost)
 
     def _pool(self) -> ThreadPoolExecutor:
         if self._executor is None:
@@ -323,23 +336,13 @@ class PostgresChunkSource:
 
     def interrupt(self) -> None:
         """Cancel a query the window reader may be running (the stop must not wait on it)."""
-        conn = self._window_conn
-        if conn is not None and not conn.closed:
-            with contextlib.suppress(psycopg.Error):
-                conn.cancel_safe(timeout=5)
+        self._connections.interrupt()
 
     def close(self) -> None:
         if self._executor is not None:
             self._executor.shutdown(wait=True)
             self._executor = None
-        if self._window_conn is not None:
-            self._window_conn.close()
-        self._window_conn = None
-        while True:
-            try:
-                self._readers.get_nowait().close()
-            except queue.Empty:
-                return
+        self._connections.close()
 
     def transaction(self, record: SourceRecord) -> Hashable:
         return record.offset.get("txId")
@@ -376,15 +379,3 @@ class PostgresChunkSource:
         with conn.transaction():
             conn.execute("set transaction read only")
             yield conn
-
-    def _window(self) -> psycopg.Connection[tuple[Any, ...]]:
-        """The connection of the window reader thread (watermarks and chunks); the task
-        thread's catalog connection is never used from two threads."""
-        if self._window_conn is None:
-            self._window_conn = _reader_connection(self._conninfo)
-        return self._window_conn
-
-
-def _reader_connection(conninfo: str) -> psycopg.Connection[tuple[Any, ...]]:
-    """Autocommit: every transaction on it is explicit (``BEGIN [READ ONLY]; ...; COMMIT``)."""
-    return psycopg.connect(conninfo, autocommit=True)
