@@ -9,6 +9,7 @@ from typing import Any
 
 import pytest
 
+from airflow_cdc.engine.errors import RetriableError
 from airflow_cdc.engine.notifications import NotificationBus
 from airflow_cdc.engine.records import PositionMarker, SourceRecord
 from airflow_cdc.engine.signals.channels import InProcessChannel
@@ -98,6 +99,37 @@ def test_a_signal_naming_no_table_is_rejected_and_its_row_still_handed_over(coor
     assert [r.key for r in handed] == [{"id": "bad"}] and OFFSET_KEY not in handed[0].offset
     problems = [n for n in coordinator.bus.since(0)[0] if n["type"] == "REJECTED"]
     assert "no captured table matches" in problems[0]["additional_data"]["problem"]
+    coordinator.close()
+
+
+class LostCatalog(TwoTables):
+    """The catalog connection is gone when the snapshot starts (its row estimate fails)."""
+
+    def estimate_rows(self, table: str) -> int:
+        raise RetriableError("server closed the connection unexpectedly")
+
+
+def test_a_signal_the_source_cannot_act_on_now_is_rejected_and_the_stream_goes_on() -> None:
+    """As Debezium's SignalProcessor: an action that fails is logged (here also a REJECTED
+    notification naming the cause) and the stream's records go on - raising would lose them."""
+    coordinator = SnapshotCoordinator(
+        source=LostCatalog(),
+        position=lambda: {"lsn": 0},
+        partition=PARTITION,
+        settings=SETTINGS,
+        bus=NotificationBus(("api",)),
+        connector_name="test",
+        signals=InProcessChannel(),
+        resume=None,
+    )
+    execute = signal_row("s1", "execute-snapshot", '{"data-collections": ["public.t"]}', 10)
+    after = row(2, "after", "u", tx=11).replace(offset={"lsn": 11, "txId": 11})
+    records = flat(coordinator.feed([execute, after]))
+    assert [r.key for r in records] == [{"id": "s1"}, {"id": 2}]
+    (problem,) = [n for n in coordinator.bus.since(0)[0] if n["type"] == "REJECTED"]
+    assert "server closed the connection" in problem["additional_data"]["problem"]
+    assert "send it again" in problem["additional_data"]["problem"]
+    assert coordinator.snapshot.context is None
     coordinator.close()
 
 

@@ -268,6 +268,12 @@ class SnapshotCoordinator:
             self.act(signal)
         except SignalError as exc:
             self.reject(exc, signal.id, signal.type)
+        except RetriableError as exc:
+            # The source is away (the catalog connection lost) while the signal arrives in the
+            # middle of a poll's records: raising would lose them, the stream having moved on.
+            # As Debezium's SignalProcessor, the action fails with a word and the stream goes on.
+            problem = f"the source could not be reached to act on it ({exc}); send it again once it is back"
+            self.reject(SignalError(f"signal {signal.id!r}: {problem}", signal.id), signal.id, signal.type)
 
     def act(self, signal: Signal) -> None:
         snapshot = self.snapshot
