@@ -17,6 +17,7 @@ from airflow_cdc.engine import collector
 from airflow_cdc.engine.commit_policy import OffsetCommitPolicy, make_commit_policy
 from airflow_cdc.engine.connector import SYSTEM_CLOCK, Clock, SourceConnector, TaskContext
 from airflow_cdc.engine.errors import EngineFailedError, IllegalStateError
+from airflow_cdc.engine.health import Health, judge
 from airflow_cdc.engine.notifications import NotificationBus
 from airflow_cdc.engine.processing import (
     BatchHandler,
@@ -28,7 +29,7 @@ from airflow_cdc.engine.processing import (
     StopSignal,
     UnorderedProcessor,
 )
-from airflow_cdc.engine.retry import RetryPolicy
+from airflow_cdc.engine.retry import Retrying, RetryPolicy
 from airflow_cdc.engine.serialization import Serializer
 from airflow_cdc.engine.signals.channels import InProcessChannel
 from airflow_cdc.engine.state import EngineState, StateMachine
@@ -306,10 +307,25 @@ class Engine:
     def paused(self) -> bool:
         return bool(self._runners) and all(r.paused.is_set() for r in self._runners)
 
+    def retrying(self) -> list[tuple[str, Retrying]]:
+        """``(task, retry)`` of every task that retries a failed start, poll or delivery now."""
+        return [(r.retrying.owner, now) for r in self._runners if (now := r.retrying.current()) is not None]
+
+    def health(self) -> Health:
+        """RUNNING, RETRYING (nothing moves until the retried call succeeds), PAUSED, STARTING,
+        STOPPED or FAILED, and the cause (``health.py``)."""
+        error = None if self._error is None else str(self._error)
+        return judge(self.state.value, paused=self.paused, error=error, retrying=self.retrying())
+
     def status(self) -> dict[str, Any]:
+        """``state`` is the engine's phase of life (clients parse it); ``health`` and ``cause``
+        are what a person reads first."""
+        health = self.health()
         return {
             "name": self.name,
             "state": self.state.value,
+            "health": health.health,
+            "cause": health.cause,
             "paused": self.paused,
             "tasks": [runner.status() for runner in self._runners],
             "error": None if self._error is None else str(self._error),

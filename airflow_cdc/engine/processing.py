@@ -30,7 +30,7 @@ from typing import Any, Protocol, TypeAlias, runtime_checkable
 from airflow_cdc.engine.errors import RetriableError
 from airflow_cdc.engine.offsets import BatchHandle
 from airflow_cdc.engine.records import PositionMarker, SerializedRecord, SourceRecord
-from airflow_cdc.engine.retry import RetryPolicy
+from airflow_cdc.engine.retry import RetryPolicy, RetryWatch
 from airflow_cdc.engine.serialization import Serializer
 from airflow_cdc.engine.transforms.base import TransformChain
 
@@ -207,6 +207,8 @@ class RecordProcessor(abc.ABC):
         self._retry = pipeline.retry
         self._stop = pipeline.stop
         self._gauge = BlockingGauge()  # per task: each task's work may block differently
+        #: The deliveries retried now (the task runner names its owner and shows it in its status).
+        self.retrying = RetryWatch()
 
     def prepare(self, record: SourceRecord) -> Delivered | None:
         """Transform then serialize one record; None when a transform dropped it (or it is a
@@ -265,8 +267,12 @@ class RecordProcessor(abc.ABC):
     def _deliver(self, deliver: Callable[[], None], what: str) -> None:
         try:
             deliver()
-        except RetriableError:
-            self._retry.call(deliver, what=what, stopping=self._stop.event)
+        except RetriableError as exc:
+            self._retry_after(exc, deliver, what)
+
+    def _retry_after(self, failure: RetriableError, work: Callable[[], None], what: str) -> None:
+        """``work`` failed with ``failure``: retried by the policy, shown in the task's status."""
+        self._retry.call(work, what=what, stopping=self._stop.event, watch=self.retrying, first_failure=failure)
 
     @abc.abstractmethod
     def process(self, batch: Sequence[SourceRecord], handle: BatchHandle) -> None:
@@ -299,8 +305,8 @@ class OrderedProcessor(RecordProcessor):
                     continue
                 try:
                     consumer(item)
-                except RetriableError:
-                    self._retry.call(partial(consumer, item), what="consumer", stopping=self._stop.event)
+                except RetriableError as exc:
+                    self._retry_after(exc, partial(consumer, item), "consumer")
         except BaseException:
             handle.mark_range(start, start + offset)  # what came before it was delivered
             raise
@@ -334,8 +340,8 @@ class UnorderedProcessor(RecordProcessor):
             if item is not None:
                 try:
                     consumer(item)
-                except RetriableError:
-                    self._retry.call(partial(consumer, item), what="consumer", stopping=self._stop.event)
+                except RetriableError as exc:
+                    self._retry_after(exc, partial(consumer, item), "consumer")
             handle.mark(index)
 
 

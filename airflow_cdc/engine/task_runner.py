@@ -21,6 +21,8 @@ log = logging.getLogger(__name__)
 
 #: How long a commit asked for from outside waits for the sink to make its buffer durable.
 FLUSH_ON_REQUEST_S = 5.0
+#: How often a paused task keeps its source alive and commits.
+IDLE_S = 0.1
 
 
 @dataclass(frozen=True)
@@ -47,6 +49,9 @@ class TaskRunner:
         self.task_id = context.task_id
         self.tracker = OffsetTracker()
         self._processor = processor
+        #: What this task retries now (its own start and polls, its processor's deliveries).
+        self.retrying = processor.retrying
+        self.retrying.owner = f"task {self.task_id}"
         self._store = environment.store
         self._policy = environment.policy
         self._retry = environment.retry
@@ -58,6 +63,7 @@ class TaskRunner:
         #: Set while paused (Kafka Connect's pause): no polling, commits and keep-alives go on.
         self.paused = threading.Event()
         self.idling = False
+        self._idle_failures = 0  # keep-alives failed in a row while paused
         self.started = threading.Event()  # set when start() returned or raised
         #: A commit asked for from outside (request_commit): served by the task's own thread at
         #: its next loop, which alone writes this task's offsets.
@@ -95,9 +101,10 @@ class TaskRunner:
         try:
             self._retry.call(
                 lambda: self.task.start(self.context),
-                what=f"task {self.task_id} start",
+                what="start",
                 stopping=self._stop.event,
                 failed=self._start_failed,
+                watch=self.retrying,
             )
         except BaseException as exc:
             self.start_error = exc
@@ -139,11 +146,12 @@ class TaskRunner:
                 self._serve_commit_request()
                 if self.paused.is_set():
                     self.idling = True  # the pause has taken effect: no poll is under way
-                    self.task.idle()
+                    self._idle()
                     self.maybe_commit()
-                    self._stop.event.wait(0.1)
+                    self._stop.event.wait(IDLE_S)
                     continue
                 self.idling = False
+                self._keep_alive_over()  # resumed: the polls retry what the keep-alives could not
                 if self.tracker.failure is not None:
                     raise self.tracker.failure
                 if self.tracker.pending() > self._max_pending:
@@ -153,7 +161,7 @@ class TaskRunner:
                     continue
                 try:
                     records = self._retry.call(
-                        self.task.poll, what=f"task {self.task_id} poll", stopping=self._stop.event
+                        self.task.poll, what="poll", stopping=self._stop.event, watch=self.retrying
                     )
                 except RetriableError:
                     if self._stop.is_set():
@@ -170,6 +178,25 @@ class TaskRunner:
             self.error = exc if isinstance(exc, TaskError) else _task_error(self.task_id, exc)
             log.error("task %s failed: %s", self.task_id, exc, exc_info=exc)
             self._on_failure(self.error)
+
+    def _idle(self) -> None:
+        """The source's keep-alive while paused. One that fails (the connection lost) does not
+        fail the task: a paused task reads nothing that could be lost, its next keep-alive (or
+        its first poll once resumed) tries again, and meanwhile its status says RETRYING."""
+        try:
+            self.task.idle()
+        except RetriableError as exc:
+            self._idle_failures += 1
+            self.retrying.failed("keep-alive", exc, self._idle_failures, IDLE_S)
+            if self._idle_failures == 1:
+                log.warning("task %s: keep-alive while paused failed (%s); trying again", self.task_id, exc)
+            return
+        self._keep_alive_over()
+
+    def _keep_alive_over(self) -> None:
+        if self._idle_failures:
+            self._idle_failures = 0
+            self.retrying.ended("keep-alive")
 
     def maybe_commit(self, *, force: bool = False) -> None:
         """Commit the done prefix if the policy says so (or ``force``): store, then tell the task."""
@@ -239,6 +266,7 @@ class TaskRunner:
             return {}
 
     def status(self) -> dict[str, Any]:
+        retrying = self.retrying.current()
         return {
             "id": self.task_id,
             "paused": self.idling,
@@ -250,6 +278,7 @@ class TaskRunner:
             "ms_behind_source": self.ms_behind_source,
             "source": self._source_metrics(),
             "error": None if self.error is None and self.start_error is None else str(self.error or self.start_error),
+            "retrying": None if retrying is None else retrying.to_json(),
         }
 
 

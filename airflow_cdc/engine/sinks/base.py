@@ -14,6 +14,7 @@ from typing import Any, ClassVar
 from airflow_cdc.engine.config import ConfigDef
 from airflow_cdc.engine.processing import RecordCommitter
 from airflow_cdc.engine.records import SerializedRecord
+from airflow_cdc.engine.retry import RetryWatch
 
 
 class Sink(abc.ABC):
@@ -30,6 +31,9 @@ class Sink(abc.ABC):
         self.settings: dict[str, Any] = self.config.validate(settings or {})
         self._counters_lock = threading.Lock()
         self.delivered = 0
+        #: What the sink retries on its own now (a Kafka sink replacing its producer), shown in
+        #: the instance's status: RETRYING, with the cause.
+        self.retrying = RetryWatch(f"{getattr(self, 'type', '')} sink".strip())
 
     def start(self) -> None:  # noqa: B027 - optional hook
         """Connect, create directories, recover what a crash left behind."""

@@ -192,7 +192,7 @@ class KafkaSink(Sink):
             self._reap()
             if self._failed.is_set() and self.refused is None:
                 try:
-                    self._retry.call(self._recover, what="kafka sink recovery", stopping=self._closing)
+                    self._retry.call(self._recover, what="recovery", stopping=self._closing, watch=self.retrying)
                 except Exception as exc:  # closing while the broker is away: records stay uncommitted
                     log.error("kafka sink: gave up recovering: %s", exc)
                     self._closing.wait(self._retry.max_delay_s)
