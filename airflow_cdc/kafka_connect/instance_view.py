@@ -9,6 +9,14 @@ UNASSIGNED and RESTARTING (or a running connector without tasks yet) are STARTIN
 FAILED connector is STOPPED, and a FAILED connector or task sets ``error`` (each trace's first
 line and root cause; a task's whole trace is its ``TaskStatus.error``) and the phase ``failed``.
 
+**Health.** What Connect's status API gives, mapped honestly: a connector or task RESTARTING is
+RETRYING (Connect does not say why: the cause says so and points at the worker's log), and so is
+a RUNNING task whose status carries a trace (the cause is the trace's summary). Debezium retries
+most lost connections inside a RUNNING task without telling the status API (only its log and JMX
+know), so a connector on Connect may look RUNNING while it retries; the counts and times of a
+retry (``attempt``, ``since_ms``, ``next_attempt_ms``) are unknown there (None). UNASSIGNED is
+STARTING: Connect gives it both to a task not placed yet and to one whose worker left.
+
 **Phases.** Debezium tells snapshot from streaming only over JMX, which a REST client cannot
 read; its committed offsets say it too, Debezium's own way (``CommonOffsetContext``): an
 offset with ``snapshot`` set and no ``snapshot_completed: true`` is an unfinished snapshot.
@@ -32,11 +40,13 @@ from typing import Any
 
 from airflow_cdc.engine.config import is_secret_key
 from airflow_cdc.engine.errors import OffsetError
+from airflow_cdc.engine.health import judge
 from airflow_cdc.engine.positions import OPAQUE_POSITIONS, PHASE_ORDER, Phase, PositionCodec, codec_for
 from airflow_cdc.engine.records import Offset
+from airflow_cdc.engine.retry import Retrying
 from airflow_cdc.engine.server.models import InstancePosition, InstanceStatus, OffsetEntry, TaskPosition, TaskStatus
 from airflow_cdc.engine.server.status import every
-from airflow_cdc.kafka_connect.client import FAILED, PAUSED, RUNNING, STOPPED, ConnectorStatus
+from airflow_cdc.kafka_connect.client import FAILED, PAUSED, RESTARTING, RUNNING, STOPPED, ConnectorStatus, _summary
 
 log = logging.getLogger(__name__)
 
@@ -187,6 +197,16 @@ def failure_message(status: ConnectorStatus, url: str) -> str | None:
     )
 
 
+def connect_retrying(state: str, trace: str | None, url: str) -> Retrying | None:
+    """A connector's or task's retry as far as Connect shows one (see the module)."""
+    if state == RESTARTING:
+        cause = _summary(trace) if trace else f"Kafka Connect does not say why; see the worker's log ({url})"
+        return Retrying(cause=cause, what="restart")
+    if state == RUNNING and trace:
+        return Retrying(cause=_summary(trace), what="poll")
+    return None
+
+
 def instance_status(
     status: ConnectorStatus,
     config: Mapping[str, Any],
@@ -201,14 +221,21 @@ def instance_status(
             id=task_name(status.name, t.id),
             paused=t.state == PAUSED,
             error=(t.trace or "FAILED without a trace") if t.state == FAILED else None,
+            retrying=connect_retrying(t.state, t.trace, url),
         )
         for t in status.tasks
     )
     error = failure_message(status, url)
+    retrying = [(f"task {t.id}", t.retrying) for t in tasks if t.retrying is not None]
+    own = connect_retrying(status.state, status.trace, url)
+    if own is not None:
+        retrying.insert(0, (f"connector {status.name}", own))
+    state = engine_state(status)
+    health = judge(state, paused=status.state == PAUSED, error=error, retrying=retrying)
     return InstanceStatus(
         name=status.name,
         run_id="",
-        state=engine_state(status),
+        state=state,
         phase=Phase.FAILED.value if error else position.phase,
         paused=status.state == PAUSED,
         connector_class=str(config.get("connector.class") or "") or None,
@@ -217,4 +244,6 @@ def instance_status(
         api=url,
         error=error,
         position=position,
+        health=health.health,
+        cause=health.cause,
     )

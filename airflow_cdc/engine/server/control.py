@@ -23,6 +23,7 @@ from pathlib import Path
 from typing import Any
 
 from airflow_cdc.engine.errors import ApiUnavailableError, CdcError, RefusedError
+from airflow_cdc.engine.health import DEAD_CAUSE, FAILED
 from airflow_cdc.engine.private_files import open_private, private_dir
 from airflow_cdc.engine.server.client import EngineClient
 from airflow_cdc.engine.server.instance_files import LOG, STATUS, api_token, is_running, read_status, resolve, state_dir
@@ -133,6 +134,7 @@ def status(props: Mapping[str, Any], timeout: float = 5.0) -> dict[str, Any]:
         if written.get("state") not in ("STOPPED", "NEVER_STARTED"):
             written["state"] = "DEAD"  # the process is gone without saying so (kill -9, OOM)
             written["phase"] = "stopped"  # not what it was doing when it last wrote
+            written["health"], written["cause"] = FAILED, DEAD_CAUSE  # not the health it last wrote
         return written
     if not written.get("api"):
         return written

@@ -46,7 +46,7 @@ from airflow_cdc.engine.server.instance_files import (
     validated,
 )
 from airflow_cdc.engine.server.models import InstancePosition, InstanceStatus, OffsetEntry, TaskStatus
-from airflow_cdc.engine.server.status import instance_position, stopped_position
+from airflow_cdc.engine.server.status import instance_health, instance_position, stopped_position
 from airflow_cdc.engine.sinks import Sink
 from airflow_cdc.engine.storage import OffsetStore, build_offset_store
 from airflow_cdc.engine.validation import ValidatedConfig
@@ -241,6 +241,8 @@ class EngineInstance:
         engine = current.engine.status()
         position = self.position()
         error = current.error
+        health = instance_health(current.engine, current.sink, error)
+        sink_retry = current.sink.retrying.current()
         return InstanceStatus(
             run_id=current.run_id,
             state=engine["state"],
@@ -249,9 +251,15 @@ class EngineInstance:
             started_at=current.started_at,
             uptime_s=round(time.time() - current.started_at, 3),
             tasks=tuple(TaskStatus.from_json(task) for task in engine["tasks"]),
-            sink={"type": current.sink.type, **current.sink.metrics()},
+            sink={
+                "type": current.sink.type,
+                **current.sink.metrics(),
+                "retrying": None if sink_retry is None else sink_retry.to_json(),
+            },
             error=error,
             position=position,
+            health=health.health,
+            cause=health.cause,
             **common,
         )
 

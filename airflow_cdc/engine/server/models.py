@@ -12,8 +12,10 @@ from collections.abc import Mapping
 from dataclasses import asdict, dataclass, field
 from typing import Any
 
+from airflow_cdc.engine.health import judge
 from airflow_cdc.engine.notifications import Notification, NotificationPage
 from airflow_cdc.engine.records import Offset, Partition
+from airflow_cdc.engine.retry import Retrying
 
 __all__ = [
     "InstancePosition",
@@ -21,6 +23,7 @@ __all__ = [
     "Notification",
     "NotificationPage",
     "OffsetEntry",
+    "Retrying",
     "StateChange",
     "TaskPosition",
     "TaskStatus",
@@ -115,6 +118,8 @@ class TaskStatus(_Model):
     #: The source's own figures (``SourceTask.metrics()``): lag_bytes, snapshot rows, ...
     source: Mapping[str, float] = field(default_factory=dict)
     error: str | None = None
+    #: What the task retries now (its start, a poll, a delivery), None when nothing.
+    retrying: Retrying | None = None
 
     @classmethod
     def from_json(cls, data: Mapping[str, Any]) -> TaskStatus:
@@ -129,13 +134,17 @@ class TaskStatus(_Model):
             ms_behind_source=_int_or_none(data.get("ms_behind_source")),
             source=dict(data.get("source") or {}),
             error=data.get("error"),
+            retrying=Retrying.from_json(data.get("retrying")),
         )
 
 
 @dataclass(frozen=True)
 class InstanceStatus(_Model):
     """``GET /status``: the engine's ``state`` (CREATING ... POLLING_TASKS ... STOPPED), the
-    source-agnostic ``phase`` and ``position``, counters per task, the sink's figures."""
+    source-agnostic ``phase`` and ``position``, counters per task, the sink's figures, and first
+    of all ``health`` (RUNNING, RETRYING, PAUSED, STARTING, STOPPED, FAILED) with its ``cause``
+    (``airflow_cdc.engine.health``). Built without a health (an older server's answer), it is
+    judged from the rest."""
 
     name: str
     run_id: str
@@ -152,6 +161,15 @@ class InstanceStatus(_Model):
     state_dir: str | None = None
     error: str | None = None
     position: InstancePosition | None = None
+    health: str = ""
+    cause: str | None = None
+
+    def __post_init__(self) -> None:
+        if not self.health:
+            retrying = [(f"task {t.id}", t.retrying) for t in self.tasks if t.retrying is not None]
+            judged = judge(self.state, paused=self.paused, error=self.error, retrying=retrying)
+            object.__setattr__(self, "health", judged.health)  # frozen: filled in once, here
+            object.__setattr__(self, "cause", self.cause or judged.cause)
 
     @property
     def running(self) -> bool:
@@ -181,6 +199,8 @@ class InstanceStatus(_Model):
             state_dir=data.get("state_dir"),
             error=data.get("error"),
             position=None if position is None else InstancePosition.from_json(position),
+            health=str(data.get("health") or ""),
+            cause=data.get("cause"),
         )
 
 

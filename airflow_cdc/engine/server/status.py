@@ -9,6 +9,7 @@ import logging
 from collections.abc import Iterable
 from typing import TYPE_CHECKING
 
+from airflow_cdc.engine.health import Health, judge
 from airflow_cdc.engine.positions import PHASE_ORDER, Phase, PositionCodec, SourcePosition
 from airflow_cdc.engine.records import Offset
 from airflow_cdc.engine.server.models import InstancePosition, TaskPosition
@@ -17,6 +18,7 @@ from airflow_cdc.engine.storage.base import OffsetStore
 
 if TYPE_CHECKING:
     from airflow_cdc.engine.engine import Engine
+    from airflow_cdc.engine.sinks.base import Sink
     from airflow_cdc.engine.task_runner import TaskRunner
 
 log = logging.getLogger(__name__)
@@ -37,6 +39,16 @@ def instance_position(engine: Engine, codec: PositionCodec, target: str | None =
         reached=None if goal is None else every(t.reached for t in tasks),
         tasks=tasks,
     )
+
+
+def instance_health(engine: Engine, sink: Sink, error: str | None) -> Health:
+    """The engine's health with the sink's own retries counted as the tasks' are: a Kafka sink
+    replacing its producer while the broker is away delivers nothing meanwhile either."""
+    retrying = engine.retrying()
+    sink_retry = sink.retrying.current()
+    if sink_retry is not None:
+        retrying.append((sink.retrying.owner, sink_retry))
+    return judge(engine.state.value, paused=engine.paused, error=error, retrying=retrying)
 
 
 def task_position(runner: TaskRunner, codec: PositionCodec, store: OffsetStore, target: Offset | None) -> TaskPosition:
