@@ -22,6 +22,7 @@ from typing import TYPE_CHECKING, Any
 
 from airflow_cdc.engine.errors import CdcError
 from airflow_cdc.engine.notifications import Notification, NotificationPage
+from airflow_cdc.engine.retry import Retrying
 from airflow_cdc.engine.server.models import InstanceStatus
 from airflow_cdc.snapshot_views import (
     ABORTED,
@@ -76,9 +77,10 @@ class TaskView:
     committed_records: int
     pending: int
     error: str | None
+    retrying: Retrying | None = None
 
     def to_json(self) -> dict[str, Any]:
-        return dict(self.__dict__)
+        return {**self.__dict__, "retrying": None if self.retrying is None else self.retrying.to_json()}
 
 
 @dataclass(frozen=True)
@@ -108,13 +110,21 @@ class InstanceView:
     snapshots: tuple[SnapshotView, ...] = ()
     notifications: tuple[Notification, ...] = ()
     observed_at: float = 0.0
+    #: The instance's own ``health`` (RUNNING, RETRYING, ...) and its cause; "" from an
+    #: instance too old to say, then judged here from its state.
+    status_health: str = ""
+    cause: str | None = None
+    #: The longest-running retry (a task's or the sink's), while the instance retries.
+    retrying: Retrying | None = None
 
     @property
     def health(self) -> str:
-        """One word for the badge: ``unreachable``, ``failed``, ``paused``, ``running``,
-        ``stopped`` or ``starting``."""
+        """One word for the badge: ``unreachable``, ``failed``, ``retrying``, ``paused``,
+        ``running``, ``stopped`` or ``starting``."""
         if not self.reachable:
             return "unreachable"
+        if self.status_health:
+            return self.status_health.lower()
         if self.error:
             return "failed"
         if self.paused:
@@ -135,6 +145,8 @@ class InstanceView:
             "reachable": self.reachable,
             "problem": self.problem,
             "health": self.health,
+            "cause": self.cause,
+            "retrying": None if self.retrying is None else self.retrying.to_json(),
             "name": self.name,
             "state": self.state,
             "phase": self.phase,
@@ -165,6 +177,10 @@ FIXES: tuple[tuple[str, str], ...] = (
     ("replication slot", "drop the stale slot (pg_drop_replication_slot) or give the instance its own slot.name"),
     ("password authentication failed", "check database.user / database.password of the instance's config"),
     ("Connection refused", "is the database (or broker) up and reachable from the instance's host?"),
+    (
+        "server closed the connection",
+        "is the database server up and reachable from the instance's host? The instance retries until it is",
+    ),
     ("permission denied", "grant the capture user REPLICATION and SELECT on the captured tables"),
     ("isn't defined", "add the connection: type cdc_engine, host = the instance's API (or extra config_path)"),
     ("is not running", "start it: the CdcStartEngineOperator, or airflow-cdc engine start --config FILE"),
@@ -242,10 +258,13 @@ class Monitor:
                 committed_records=task.committed_records,
                 pending=task.pending,
                 error=task.error,
+                retrying=task.retrying,
             )
             for task in status.tasks
         )
         error = status.error or next((task.error for task in status.tasks if task.error), None)
+        sink_retry = Retrying.from_json(status.sink.get("retrying"))
+        retries = [t.retrying for t in status.tasks if t.retrying is not None] + ([sink_retry] if sink_retry else [])
         return InstanceView(
             label=self.label,
             url=url,
@@ -263,10 +282,13 @@ class Monitor:
             sink=dict(status.sink),
             tasks=tasks,
             error=error,
-            fix=fix_for(error),
+            fix=fix_for(error or status.cause),
             snapshots=_with_task_estimates(self._snapshots.views(), status),
             notifications=tuple(reversed(self._recent)),
             observed_at=now,
+            status_health=status.health,
+            cause=status.cause,
+            retrying=min(retries, key=lambda r: r.since_ms or 0) if retries else None,
         )
 
     def _rate(self, status: InstanceStatus, now: float, polled: int) -> float | None:
