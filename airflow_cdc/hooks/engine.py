@@ -84,7 +84,8 @@ class CdcEngineHook(BaseHook):
                 status = backend.verify()
         except CdcError as exc:
             return False, str(exc)
-        return True, f"instance {status.name!r}: {status.state}, {status.phase}"
+        cause = f": {status.cause}" if status.cause else ""
+        return True, f"instance {status.name!r}: {status.health}{cause} ({status.state}, {status.phase})"
 
     def running_config(self) -> dict[str, Any]:
         """The configuration the instance runs with, as its API tells it (Kafka Connect's

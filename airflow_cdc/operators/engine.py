@@ -13,6 +13,7 @@ from airflow_cdc.assets import sink_dataset
 from airflow_cdc.backends import EngineBackend, InstanceStatus, StartRequest, check_config_argument, config_differences
 from airflow_cdc.hooks.source_config import from_connection, lineage_namespace
 from airflow_cdc.operators.base import CdcBaseOperator, CdcOperatorError
+from airflow_cdc.triggers.progress import retry_note
 
 __all__ = [
     "CdcStartEngineOperator",
@@ -150,6 +151,12 @@ class CdcStartEngineOperator(CdcBaseOperator):
                 )
             if status.phase in STREAMING:
                 return status
+            retrying = retry_note(status)
+            if time.monotonic() >= deadline and retrying:  # why it does not stream: the cause
+                raise CdcOperatorError(
+                    f"instance {status.name!r} is still {status.phase} after {self.timeout:.0f}s: {retrying}; "
+                    "it goes on retrying and recovers when the cause is gone: mend it, or raise timeout"
+                )
             if time.monotonic() >= deadline:
                 raise CdcOperatorError(
                     f"instance {status.name!r} is still {status.phase} after {self.timeout:.0f}s (it keeps "

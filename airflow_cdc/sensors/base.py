@@ -14,6 +14,9 @@ that fires within seconds of the deferral requeues the task before the deferring
 ``caught_up``). A poke is one look of the same trigger, run to completion on a short-lived event loop,
 so both modes follow exactly the same rules; in poke mode the trigger (and what it learnt, such
 as a notification cursor) lives as long as the task's ``execute()``.
+
+When ``timeout`` passes, Airflow's sensor timeout names the fault the instance retries at that
+moment, if it retries one (a lost connection): that is why the wait took too long.
 """
 
 from __future__ import annotations
@@ -25,11 +28,13 @@ from datetime import timedelta
 from typing import Any
 
 from airflow.sdk import BaseSensorOperator, Context, PokeReturnValue
+from airflow.sdk.exceptions import AirflowSensorTimeout
 
 from airflow_cdc.hooks.engine import CdcEngineHook
 from airflow_cdc.links import CdcInstanceLink
 from airflow_cdc.operators.base import CdcOperatorError, CdcUnavailableError
 from airflow_cdc.triggers.base import CdcEngineTrigger, Payload
+from airflow_cdc.triggers.progress import retry_note
 
 #: How long a deferrable sensor looks in the task before it defers (see the module's docstring):
 #: longer than a deferring worker takes to exit (about 5 s in Airflow 3.3) plus a scheduler loop.
@@ -85,7 +90,10 @@ class CdcBaseSensor(BaseSensorOperator):
 
     def execute(self, context: Context) -> Any:
         if not self.deferrable:
-            return super().execute(context)
+            try:
+                return super().execute(context)
+            except AirflowSensorTimeout as exc:
+                raise AirflowSensorTimeout(self.timed_out(exc)) from exc
         deadline = time.monotonic() + min(self.defer_after, float(self.timeout))
         while self.defer_after > 0:
             looked = self.poke(context)
@@ -100,6 +108,20 @@ class CdcBaseSensor(BaseSensorOperator):
 
     def execute_complete(self, context: Context, event: Payload) -> Any:
         return self.judge(context, event)
+
+    def resume_execution(self, next_method: str, next_kwargs: dict[str, Any] | None, context: Context) -> Any:
+        try:
+            return super().resume_execution(next_method, next_kwargs, context)
+        except AirflowSensorTimeout as exc:  # the deferral's timeout, as Airflow words it
+            raise AirflowSensorTimeout(self.timed_out(exc)) from exc
+
+    def timed_out(self, timeout: Exception) -> str:
+        """Airflow's timeout message, and the fault the instance retries now if it does."""
+        try:
+            note = asyncio.run(_retry_note_now(self.cdc_conn_id))
+        except Exception as exc:  # the timeout is the news: a status that cannot be read only adds that
+            return f"{timeout}; the instance's status could not be read ({type(exc).__name__}: {exc})"
+        return f"{timeout}; {note}" if note else str(timeout)
 
     def poke(self, context: Context) -> bool | PokeReturnValue:
         if self._poking is None:
@@ -117,6 +139,14 @@ class CdcBaseSensor(BaseSensorOperator):
         if event.get("retriable"):
             raise CdcUnavailableError(message)
         raise CdcOperatorError(message)
+
+
+async def _retry_note_now(cdc_conn_id: str) -> str:
+    backend = await CdcEngineHook(cdc_conn_id).get_async_backend()
+    try:
+        return retry_note(await backend.status())
+    finally:
+        await backend.aclose()
 
 
 async def _look_once(trigger: CdcEngineTrigger) -> Payload | None:

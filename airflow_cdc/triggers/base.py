@@ -6,6 +6,10 @@ An instance that does not answer (restarting, not started yet) is asked again un
 ``unavailable_timeout`` seconds passed without an answer; then the event is an error naming
 the fix. Every other engine error ends the wait at once with the engine's words.
 
+An instance that answers RETRYING (it retries a lost connection on its own) is waited for as
+any other: :meth:`CdcEngineTrigger.retry_note` logs the cause when it changes, and a wait that
+fails meanwhile names it.
+
 Events are ``{"status": "success" | "failed" | "error", "message", ...}``: ``failed`` is what
 was waited for going wrong (a snapshot aborted), ``error`` the wait itself (a wrong token);
 ``retriable`` says whether a retry of the task may succeed.
@@ -26,6 +30,7 @@ from airflow_cdc.backends import START_FIX, AsyncEngineBackend, InstanceNotRunni
 from airflow_cdc.engine.errors import ApiError, ApiUnavailableError, CdcError, RefusedError
 from airflow_cdc.hooks.engine import CdcEngineHook
 from airflow_cdc.operators.base import explain
+from airflow_cdc.triggers.progress import retry_note
 
 Payload = dict[str, Any]
 
@@ -64,6 +69,7 @@ class CdcEngineTrigger(BaseTrigger, abc.ABC):
         self._client: AsyncEngineBackend | None = None
         self._unanswered_since: float | None = None
         self._instance_checked = False
+        self._retrying = ""  # the last retry_note, logged when it changes
 
     # -- serialization -------------------------------------------------------------------------
     def serialize(self) -> tuple[str, dict[str, Any]]:
@@ -121,6 +127,27 @@ class CdcEngineTrigger(BaseTrigger, abc.ABC):
     @abc.abstractmethod
     async def check(self, client: AsyncEngineBackend) -> Payload | None:
         """Look once; the final payload, or None."""
+
+    async def retry_note(self, client: AsyncEngineBackend) -> str:
+        """What the instance retries now ("" when nothing), logged when it changes. Only for the
+        log and the messages: a status that cannot be read now is "" and the wait goes on."""
+        try:
+            note = retry_note(await client.status())
+        except CdcError as exc:
+            self.log.debug("no status for the retry note: %s", exc)
+            return ""
+        if note != self._retrying:
+            if note:
+                self.log.warning("%s; still waiting: it recovers on its own", note)
+            else:
+                self.log.info("the instance no longer retries")
+            self._retrying = note
+        return note
+
+    async def with_retry_note(self, client: AsyncEngineBackend, message: str) -> str:
+        """``message``, and the fault the instance retries now if it does: the likely reason."""
+        note = await self.retry_note(client)
+        return f"{message}; {note}" if note else message
 
     async def _connect(self) -> AsyncEngineBackend:
         if self._client is None:

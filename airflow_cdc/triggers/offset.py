@@ -62,9 +62,10 @@ class CdcOffsetTrigger(CdcEngineTrigger):
             verdict = self.goal.judge(answers)
         if verdict is None:
             self.log.info("%s", self.goal.waiting_line(answers))
+            await self.retry_note(client)  # logs a fault the instance retries meanwhile
             return None
         if not verdict.succeeded:
-            return failed(verdict.message)
+            return failed(await self.with_retry_note(client, verdict.message))
         return {
             "status": "success",
             "message": verdict.message,

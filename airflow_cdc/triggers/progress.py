@@ -17,6 +17,10 @@ signal's REJECTED; and after ``stall_timeout`` seconds without a new notificatio
 snapshot (measured on this side's clock from the watch's start, so a skewed engine clock does
 not matter; a PAUSED snapshot does not stall until it is RESUMED).
 
+**While the instance retries** a fault (health RETRYING: a lost connection, a broker away) the
+waits go on: it recovers on its own. A wait that ends meanwhile (a stall, a timeout) names the
+cause retried (:func:`retry_note`), since that is what to look at.
+
 **Offsets**: ``OffsetGoal`` is one of ``None`` (every task caught up with the source at the
 moment of a check), ``"current"`` (every task's committed offset reached the position its
 source stood at when the goal was fixed: the first answer that names one for every task), or a
@@ -29,16 +33,34 @@ from __future__ import annotations
 import time
 from collections.abc import Callable, Iterable, Sequence
 from dataclasses import dataclass, field
+from datetime import UTC, datetime
 from typing import Any
 
-from airflow_cdc.backends import InstancePosition, TaskPosition
+from airflow_cdc.backends import InstancePosition, InstanceStatus, TaskPosition
+from airflow_cdc.engine.health import RETRYING
 from airflow_cdc.engine.notifications import SIGNAL, Notification, NotificationPage
+from airflow_cdc.engine.retry import Retrying
 from airflow_cdc.engine.snapshots.chunks import EMPTY, SUCCEEDED
 
 #: The default of ``accept_statuses``: any other table status fails the snapshot. An empty table
 #: (or an empty filtered window) was read completely; the other statuses mean rows were not read.
 ACCEPTED_STATUSES: tuple[str, ...] = (SUCCEEDED, EMPTY)
 CURRENT = "current"
+
+
+def retry_note(status: InstanceStatus) -> str:
+    """``the instance is RETRYING since 12:00:03 UTC (attempt 7): task shop-0 poll: ...``, or ""
+    when it does not retry."""
+    if status.health != RETRYING:
+        return ""
+    sink = Retrying.from_json(status.sink.get("retrying"))
+    retries = [t.retrying for t in status.tasks if t.retrying is not None] + ([sink] if sink else [])
+    oldest = min(retries, key=lambda r: r.since_ms or 0, default=None)
+    since = ""
+    if oldest is not None and oldest.since_ms:
+        since = f" since {datetime.fromtimestamp(oldest.since_ms / 1000, UTC):%H:%M:%S} UTC"
+        since += f" (attempt {oldest.attempt})" if oldest.attempt else ""
+    return f"the instance is RETRYING{since}: {status.cause or 'no cause given'}"
 
 
 @dataclass(frozen=True)

@@ -68,9 +68,10 @@ class CdcSnapshotTrigger(CdcEngineTrigger):
                 break
         verdict = self.watch.verdict()
         if verdict is None:
+            await self.retry_note(client)  # logs a fault the instance retries meanwhile
             return None
-        if not verdict.succeeded:
-            return failed(verdict.message, signal_id=self.signal_id)
+        if not verdict.succeeded:  # a stall while the instance retries: the retried fault is why
+            return failed(await self.with_retry_note(client, verdict.message), signal_id=self.signal_id)
         positions = await client.position()
         offsets = await client.offsets()
         # The instance's topic.prefix names its table assets (Kafka Connect's connector config:
