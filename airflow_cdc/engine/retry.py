@@ -64,19 +64,21 @@ class RetryWatch:
         self._lock = threading.Lock()
         self._now: dict[tuple[str, int], Retrying] = {}
 
-    def failed(self, what: str, error: BaseException, attempt: int, delay_s: float) -> None:
-        """Attempt ``attempt`` of ``what`` failed; the next one is ``delay_s`` from now."""
-        key = (what, threading.get_ident())
+    def failed(self, what: str, error: BaseException, attempt: int, delay_s: float, *, shared: bool = False) -> None:
+        """Attempt ``attempt`` of ``what`` failed; the next one is ``delay_s`` from now. A
+        ``shared`` retry is one entry whichever thread tries next (a changelog segment written
+        again by a timer or by the next batch)."""
+        key = (what, 0 if shared else threading.get_ident())
         now_ms = int(self._clock() * 1000)
         with self._lock:
             earlier = self._now.get(key)
             since = earlier.since_ms if earlier is not None and earlier.since_ms is not None else now_ms
             self._now[key] = Retrying(str(error), what, attempt, since, now_ms + round(delay_s * 1000))
 
-    def ended(self, what: str) -> None:
+    def ended(self, what: str, *, shared: bool = False) -> None:
         """``what`` succeeded, or is not retried any more (given up: the error says the rest)."""
         with self._lock:
-            self._now.pop((what, threading.get_ident()), None)
+            self._now.pop((what, 0 if shared else threading.get_ident()), None)
 
     def current(self) -> Retrying | None:
         """The longest-running retry, or None."""

@@ -71,14 +71,15 @@ def test_a_full_disk_holds_capture_back_and_loses_nothing_when_freed(tmp_path: P
                 synthetic("full", tmp_path / "offsets.json"), batch_handler=changelog, serializer=JsonSerializer()
             )
             with EngineRunner(engine):
-                wait_until(lambda: changelog.failure is not None, 30, "the sink reporting the full disk")
-                assert "No space left on device" in (changelog.failure or "")
+                wait_until(lambda: changelog.retrying.current() is not None, 30, "the sink reporting the full disk")
+                retrying = changelog.retrying.current()
+                assert retrying is not None and "No space left on device" in retrying.cause
                 published_while_full = sum(len(lines) for lines in published(root).values())
                 # Offsets never pass what is not published.
                 assert engine.tasks[0].status()["committed_records"] <= published_while_full < EVENTS
                 filler.unlink()
                 wait_until(lambda: engine.tasks[0].status()["committed_records"] >= EVENTS, 60, "all committed")
-            assert changelog.failure is None
+            assert changelog.retrying.current() is None
             assert changelog.metrics()["publish_failures"] >= 1
         check_complete(root)
 
@@ -91,7 +92,7 @@ def test_stopped_while_the_disk_is_full_and_started_again_after(tmp_path: Path) 
             filler = fill(disk)
             engine = Engine(synthetic("full2", offsets), batch_handler=changelog, serializer=JsonSerializer())
             with EngineRunner(engine):
-                wait_until(lambda: changelog.failure is not None, 30, "the sink reporting the full disk")
+                wait_until(lambda: changelog.retrying.current() is not None, 30, "the sink reporting the full disk")
             # The stop could not publish the open segments: their records are not committed.
         published(root)  # and nothing cut was published
         filler.unlink()

@@ -48,12 +48,6 @@ class Sink(abc.ABC):
     def close(self, timeout: float = 10.0) -> None:  # noqa: B027 - optional hook
         """Flush and release everything; records not yet durable stay unmarked."""
 
-    @property
-    def failure(self) -> str | None:
-        """Why records cannot be delivered now while the sink keeps retrying (a full disk, a
-        broker away), for the status a user reads; None when delivering works."""
-        return None
-
     def metrics(self) -> dict[str, float]:
         """Counters for the status API and Prometheus."""
         return {"delivered": self.delivered}

@@ -14,7 +14,7 @@ are captured again. A segment is published when it reaches ``segment.max.records
 ``segment.max.bytes``, when it is ``segment.max.ms`` old, and when the engine stops.
 A write that fails (a full disk) fails nothing else: the segment is sealed with its records
 unmarked, later segments of the topic wait behind it, and it is written again from its records
-every :data:`RETRY_S` until there is room (``failure`` says why meanwhile). The engine's offsets
+every :data:`RETRY_S` until there is room (``retrying`` says why meanwhile: the status's RETRYING). The engine's offsets
 stay behind it, and its back-pressure stops polling once ``max.queue.size`` records wait.
 Retention (``retention.ms``, ``retention.bytes``) deletes whole segments, oldest first, never
 the newest one. Segments are created ``0600`` and the directories the sink makes ``0700``
@@ -164,7 +164,7 @@ class ChangelogSink(Sink):
         self._timer: threading.Thread | None = None
         self.segments_published = 0
         self.publish_failures = 0
-        self._failure: str | None = None
+        self._failed_in_a_row = 0
 
     def start(self) -> None:
         private_dir(self.root)
@@ -189,10 +189,6 @@ class ChangelogSink(Sink):
             with topic.lock:
                 topic.seal()
                 self._publish(topic)
-
-    @property
-    def failure(self) -> str | None:
-        return self._failure
 
     def close(self, timeout: float = 10.0) -> None:
         self.flush(timeout)
@@ -248,14 +244,17 @@ class ChangelogSink(Sink):
                 segment.discard_file()
                 topic.retry_at = time.monotonic() + RETRY_S
                 self.publish_failures += 1
-                if self._failure is None:
+                self._failed_in_a_row += 1
+                if self.retrying.current() is None:
                     log.error("changelog: writing a segment of %s failed, retrying: %s", topic.directory, exc)
-                self._failure = f"writing {topic.directory / segment.name} failed: {exc}"
+                cause = OSError(exc.errno, f"writing {topic.directory / segment.name} failed: {exc.strerror}")
+                self.retrying.failed("segment write", cause, self._failed_in_a_row, RETRY_S, shared=True)
                 return
             topic.sealed.popleft()
-            if self._failure is not None:
+            self._failed_in_a_row = 0
+            if self.retrying.current() is not None:
                 log.info("changelog: segments of %s are written again", topic.directory)
-                self._failure = None
+                self.retrying.ended("segment write", shared=True)
             self.segments_published += 1
             for committer, record, _ in segment.waiting:
                 committer.mark_processed(record)
