@@ -16,7 +16,7 @@ import psycopg
 from psycopg import pq
 
 from airflow_cdc.engine.errors import CdcError, RetriableError
-from airflow_cdc.engine.sources.postgres import pgoutput
+from airflow_cdc.engine.sources.postgres import connect_errors, pgoutput
 from airflow_cdc.engine.sources.postgres.pgoutput import Keepalive, XLogData
 
 log = logging.getLogger(__name__)
@@ -42,11 +42,9 @@ class ReplicationStream:
 
     @classmethod
     def connect(cls, conninfo: str) -> ReplicationStream:
-        try:
-            conn = psycopg.connect(conninfo, replication="database", autocommit=True)
-        except psycopg.OperationalError as exc:
-            raise RetriableError(f"cannot open a replication connection: {exc}") from exc
-        return cls(conn)
+        """A new replication connection: RetriableError while the server cannot take it (down,
+        starting, full), CdcError naming the fix when it refuses it for good."""
+        return cls(connect_errors.connect(conninfo, replication="database"))
 
     @property
     def streaming(self) -> bool:
@@ -74,14 +72,16 @@ class ReplicationStream:
     def start(self, slot: str, publication: str, start_lsn: int) -> None:
         options = f"proto_version '1', publication_names '{publication.replace(chr(39), chr(39) * 2)}', messages 'true'"
         command = f"START_REPLICATION SLOT {_quote_ident(slot)} LOGICAL {pgoutput.format_lsn(start_lsn)} ({options})"
-        self._pgconn.send_query(command.encode())
-        while self._pgconn.is_busy():
-            self._wait(1.0)
-            self._pgconn.consume_input()
-        result = self._pgconn.get_result()
+        try:
+            self._pgconn.send_query(command.encode())
+            while self._pgconn.is_busy():
+                self._wait(1.0)
+                self._pgconn.consume_input()
+            result = self._pgconn.get_result()
+        except psycopg.OperationalError as exc:  # the connection died since it was opened
+            raise RetriableError(f"replication connection lost before START_REPLICATION: {exc}") from exc
         if result is None or result.status != pq.ExecStatus.COPY_BOTH:
-            message = result.error_message.decode(errors="replace") if result is not None else "no result"
-            raise _classify(message)
+            raise _refusal(result, "START_REPLICATION failed", slot)
         self._streaming = True
         self.flushed_lsn = max(self.flushed_lsn, start_lsn)
         self.received_lsn = max(self.received_lsn, start_lsn)
@@ -108,9 +108,7 @@ class ReplicationStream:
                 self._maybe_send_status()
                 return message
             if size == -1:
-                result = self._pgconn.get_result()
-                detail = result.error_message.decode(errors="replace") if result is not None else ""
-                raise RetriableError(f"the server ended the replication stream: {detail or 'no reason given'}")
+                raise _refusal(self._pgconn.get_result(), "the server ended the replication stream")
             if size < -1:
                 raise RetriableError(f"replication stream error: {self._pgconn.error_message.decode(errors='replace')}")
             if not pulled:
@@ -207,12 +205,37 @@ class SlotActiveError(RetriableError):
     """The slot is used by another connection (maybe a previous run not yet noticed dead)."""
 
 
-def _classify(message: str) -> CdcError:
-    if "is active for PID" in message:
+#: SQLSTATEs that end streaming for good, beyond the connection refusals (connect_errors), and
+#: the fix: 42704 undefined_object (the slot, or the publication dropped while streaming),
+#: 55000 object_not_in_prerequisite_state (a slot invalidated by max_slot_wal_keep_size, made in
+#: another database, or wal_level below logical).
+_STREAM_REFUSALS = {
+    "42704": "create it, or let the connector create it (publication.autocreate.mode; for the slot remove "
+    "the stored offsets, or use snapshot.mode=when_needed)",
+    "55000": "the slot cannot serve this stream: drop it and let the connector create it again "
+    "(snapshot.mode=when_needed re-reads the tables), or fix the server's wal_level",
+}
+
+
+def _refusal(result: pq.abc.PGresult | None, what: str, slot: str = "") -> CdcError:
+    """The error a failed replication command (or stream) ends with, told by its SQLSTATE."""
+    message = result.error_message.decode(errors="replace").strip() if result is not None else ""
+    raw = result.error_field(pq.DiagnosticField.SQLSTATE) if result is not None else None
+    return stream_error(raw.decode() if raw else None, f"{what}: {message or 'no reason given'}", slot)
+
+
+def stream_error(state: str | None, detail: str, slot: str = "") -> CdcError:
+    """55006 object_in_use (the slot still held, e.g. by our own WAL sender the server has not
+    reaped yet) is retried as SlotActiveError; a refusal no retry mends is fatal, naming the
+    fix; anything else (57P01 terminated, a crash, class 08, no code at all) is retriable."""
+    if state:
+        detail = f"{detail} (SQLSTATE {state})"
+    if state == "55006":
         return SlotActiveError(
-            f"replication slot is in use: {message.strip()}. Stop the other consumer, or set a different "
+            f"replication slot {slot!r} is in use: {detail}. Stop the other consumer, or set a different "
             "slot.name; a crashed previous run frees it within wal_sender_timeout"
         )
-    if "does not exist" in message:
-        return CdcError(f"{message.strip()}: create it, or let the connector create it (remove the stored offsets)")
-    return RetriableError(f"START_REPLICATION failed: {message.strip()}")
+    fix = connect_errors.state_fix(state) or _STREAM_REFUSALS.get(state or "")
+    if fix is not None:
+        return CdcError(f"{detail}: {fix}")
+    return RetriableError(detail)
