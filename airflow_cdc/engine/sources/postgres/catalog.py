@@ -237,6 +237,10 @@ class Catalog:
         ):
             self._types[row[0]] = TypeInfo(*row)
 
+    def rebind(self, conn: Conn) -> None:
+        """Read from ``conn`` from now on: the connection read so far was lost (a server restart)."""
+        self._conn = conn
+
     def type(self, oid: int) -> TypeInfo:
         info = self._types.get(oid)
         if info is None:

@@ -220,13 +220,7 @@ class ChangeBuilder:
         self._messages = messages or MessageFilter(f"{server}.message")
         self._encode_bytes = binary_encoder(modes.binary)
         self.tables: dict[int, TableSchema | None] = {}
-        self.xid: int | None = None
         self.commit_time_us = 0
-        self.last_completed = int(resume["lsn_commit"]) if resume and resume.get("lsn_commit") else 0  # type: ignore[arg-type]
-        #: The end of the last COMMIT streamed, for ``source.sequence`` (Debezium's lastCommitLsn:
-        #: unknown - null - until the first commit after a fresh start, the stored one after a
-        #: restart; heartbeats do not move it, unlike ``last_completed``).
-        self._sequence_head = f'["{self.last_completed}",' if self.last_completed else "[null,"
         #: The replication origin of the transaction being streamed (pgoutput's Origin message).
         self.origin: str | None = None
         self.origin_lsn: int | None = None
@@ -241,6 +235,18 @@ class ChangeBuilder:
             pgoutput.Message: self._message,
             pgoutput.Origin: self._origin,
         }
+        self.rewind(resume)
+
+    def rewind(self, resume: Offset | None) -> None:
+        """Continue from ``resume`` (a committed offset; None: the beginning): the stream is read
+        again from its ``lsn_commit``, and a transaction it lies inside is skipped up to it. At
+        the start, and after the replication connection was lost mid-stream."""
+        self.xid: int | None = None
+        self.last_completed = int(resume["lsn_commit"]) if resume and resume.get("lsn_commit") else 0  # type: ignore[arg-type]
+        #: The end of the last COMMIT streamed, for ``source.sequence`` (Debezium's lastCommitLsn:
+        #: unknown - null - until the first commit after a fresh start, the stored one after a
+        #: restart; heartbeats do not move it, unlike ``last_completed``).
+        self._sequence_head = f'["{self.last_completed}",' if self.last_completed else "[null,"
         self._skip_xid: int | None = None
         self._skip_upto = (0, 0)
         if resume and resume.get("txId") is not None:

@@ -4,7 +4,6 @@ offsets and replication connection."""
 from __future__ import annotations
 
 import logging
-import re
 import time
 from collections.abc import Mapping, Sequence
 from typing import Any
@@ -13,7 +12,7 @@ import psycopg
 
 from airflow_cdc.engine.config import Config
 from airflow_cdc.engine.connector import SourceConnector, SourceTask, TaskContext
-from airflow_cdc.engine.errors import CdcError, ConfigProblem
+from airflow_cdc.engine.errors import CdcError, ConfigProblem, RetriableError
 from airflow_cdc.engine.notifications import InitialSnapshotNotifications
 from airflow_cdc.engine.positions import Phase, SourcePosition
 from airflow_cdc.engine.records import Offset, SourceRecord
@@ -29,6 +28,7 @@ from airflow_cdc.engine.sources.postgres.changes import (
 )
 from airflow_cdc.engine.sources.postgres.config import POSTGRES_CONFIG
 from airflow_cdc.engine.sources.postgres.incremental import PostgresChunkSource
+from airflow_cdc.engine.sources.postgres.link import ReplicationLink
 from airflow_cdc.engine.sources.postgres.positions import POSTGRES_POSITIONS, lsn_offset
 from airflow_cdc.engine.sources.postgres.publication import ensure_publication
 from airflow_cdc.engine.sources.postgres.snapshot import SnapshotReader
@@ -97,10 +97,10 @@ class PostgresTask(SourceTask):
         s = self.settings = task.settings
         prefix, self.database, self.partition, self.slot = task.prefix, task.database, task.partition, task.slot
         self.publication, self.conninfo, self.topic = s["publication.name"], task.conninfo, task.topic
-        self.stream: ReplicationStream | None = None
+        self.link: ReplicationLink | None = None
         self.snapshot: SnapshotReader | None = None
         self.initial_snapshot = InitialSnapshotNotifications(context.notifications, prefix)
-        self.catalog_conn = _connect(self.conninfo)
+        self.catalog_conn = connect_errors.connect(self.conninfo)
         cat.check_server(self.catalog_conn)
         cat.check_include_list(self.catalog_conn, s["table.include.list"], self.database)
         self.signal_table, self.filters = task.signal_table, task.table_filter()
@@ -153,10 +153,17 @@ class PostgresTask(SourceTask):
             initial_snapshot=self.initial_snapshot,
             poll_interval_s=s["poll.interval.ms"] / 1000,
         )
-        self.stream = ReplicationStream.connect(self.conninfo)
+        self.link = ReplicationLink(f"postgres {self.database}", self.conninfo, self.slot, self.publication, offset)
+        self.link.connect()
         self._last_activity = time.monotonic()
         self._last_keepalive_marker = 0.0
         self.lifecycle.begin(self._beginning(offset, tables))
+
+    @property
+    def stream(self) -> ReplicationStream | None:
+        """The open replication connection (None while a lost one is not reopened yet)."""
+        link = getattr(self, "link", None)
+        return link.stream if link is not None else None
 
     def _stream_position(self) -> Offset:
         # The end of the last transaction streamed completely: committing it loses nothing.
@@ -165,7 +172,7 @@ class PostgresTask(SourceTask):
     # -- where to begin -------------------------------------------------------------------------
     def _beginning(self, offset: Offset | None, tables: list[cat.TableColumns]) -> Beginning:
         """Decide where to begin: snapshot or not, and from which LSN to stream."""
-        assert self.stream is not None
+        assert self.stream is not None  # the link's first connection
         mode = self.settings["snapshot.mode"]
         streams = mode != "initial_only"
         state = cat.slot_state(self.catalog_conn, self.slot)
@@ -261,8 +268,8 @@ class PostgresTask(SourceTask):
 
     # -- the lifecycle's source parts -------------------------------------------------------------
     def start_streaming(self) -> None:
-        assert self.stream is not None
-        self.stream.start(self.slot, self.publication, self.builder.last_completed)
+        assert self.link is not None
+        self.link.start(self.builder.last_completed)
         log.info(
             "postgres %s: streaming slot %s from %s",
             self.database,
@@ -285,22 +292,31 @@ class PostgresTask(SourceTask):
         return SnapshotRun(batches, lambda: snapshot.rows, self._close_snapshot)
 
     def read_changes(self) -> list[SourceRecord]:
-        assert self.stream is not None
+        assert self.link is not None
+        stream = self.link.stream or self._reopen()
         records: list[SourceRecord] = []
         deadline = time.monotonic() + self.settings["poll.interval.ms"] / 1000
         limit = min(self.settings["max.batch.size"], POLL_BATCH)
         decode, handle = pgoutput.decode, self.builder.handle
-        while len(records) < limit:
-            messages = self.stream.read_many(
-                limit - len(records), 0 if records else max(0.0, deadline - time.monotonic())
-            )
-            if not messages:
-                break
-            for message in messages:
-                if type(message) is pgoutput.XLogData:
-                    records.extend(handle(decode(message.payload), message.start_lsn))
-                elif self._keepalive_may_advance(message.wal_end):
-                    records.append(self.builder.marker(message.wal_end))
+        try:
+            while len(records) < limit:
+                wait = 0 if records else max(0.0, deadline - time.monotonic())
+                messages = stream.read_many(limit - len(records), wait)
+                if not messages:
+                    break
+                for message in messages:
+                    if type(message) is pgoutput.XLogData:
+                        records.extend(handle(decode(message.payload), message.start_lsn))
+                    elif self._keepalive_may_advance(message.wal_end):
+                        records.append(self.builder.marker(message.wal_end))
+        except (RetriableError, psycopg.OperationalError) as exc:
+            # The replication connection (or the catalog connection a new table's plan is read
+            # from) is lost. This poll's records are dropped: the connection is reopened at the
+            # next poll from the last committed offset, and the server sends them again.
+            self.link.lost(exc)
+            if isinstance(exc, RetriableError):
+                raise
+            raise RetriableError(f"postgres {self.database}: connection lost while streaming: {exc}") from exc
         if any(r.topic for r in records):
             self._last_activity = time.monotonic()
         self._maybe_heartbeat()
@@ -322,22 +338,50 @@ class PostgresTask(SourceTask):
         if not interval or time.monotonic() - self._last_activity < interval:
             return
         self._last_activity = time.monotonic()
-        # A WAL record in this database, so the slot's position moves even when it sees nothing
-        # else (other databases writing WAL, or every change filtered out).
-        self.catalog_conn.execute("select pg_logical_emit_message(false, %s, '')", (HEARTBEAT_PREFIX,))
-        if self.settings["heartbeat.action.query"]:
-            self.catalog_conn.execute(self.settings["heartbeat.action.query"])
+        try:
+            # A WAL record in this database, so the slot's position moves even when it sees
+            # nothing else (other databases writing WAL, or every change filtered out).
+            conn = self._live_catalog()
+            conn.execute("select pg_logical_emit_message(false, %s, '')", (HEARTBEAT_PREFIX,))
+            if self.settings["heartbeat.action.query"]:
+                conn.execute(self.settings["heartbeat.action.query"])
+        except (RetriableError, psycopg.OperationalError) as exc:
+            # Not raised: this poll's records were taken from the stream already. The next
+            # heartbeat connects again.
+            log.warning("postgres %s: heartbeat failed, the server is not reachable: %s", self.database, exc)
+
+    # -- a lost connection ------------------------------------------------------------------------
+    def _reopen(self) -> ReplicationStream:
+        """The replication connection again, after it was lost: streaming from the last
+        committed offset, the change builder rewound to it (see ``link.py``)."""
+        assert self.link is not None
+        stream, resume = self.link.reopen(self._live_catalog())
+        self.builder.rewind(resume)
+        return stream
+
+    def _live_catalog(self) -> psycopg.Connection[tuple[Any, ...]]:
+        """The catalog connection, opened again if the server lost it (a restart): plans of the
+        tables the stream announces again are read from it."""
+        conn = self.catalog_conn
+        try:
+            if not conn.closed and not conn.broken and conn.execute("select 1").fetchone():
+                return conn
+        except psycopg.OperationalError:
+            pass
+        conn.close()
+        self.catalog_conn = conn = connect_errors.connect(self.conninfo)
+        self.catalog.rebind(conn)
+        return conn
 
     def keep_alive(self) -> None:
         # The WAL sender cuts a connection that sent no standby status update for
         # wal_sender_timeout, read or not: while the stream waits, still tell it we live.
-        if self.stream is not None:
-            self.stream.keep_alive()
+        if self.link is not None:
+            self.link.keep_alive()
 
     def confirm(self, offset: Offset) -> None:
-        flushed = offset.get("lsn_commit")
-        if isinstance(flushed, int) and self.stream is not None:
-            self.stream.confirm(flushed)
+        if isinstance(offset.get("lsn_commit"), int) and self.link is not None:
+            self.link.confirm(offset)
 
     def newest_position(self) -> Offset | None:
         stream = self.stream
@@ -347,11 +391,8 @@ class PostgresTask(SourceTask):
         return lsn_offset(max(stream.received_lsn, stream.flushed_lsn))
 
     def close(self) -> None:
-        stream, self.stream = getattr(self, "stream", None), None
-        walsender = None
-        if stream is not None:
-            walsender = stream.backend_pid
-            stream.close()  # first: the server's WAL sender lets go of the slot (soon after)
+        link = getattr(self, "link", None)
+        walsender = link.close() if link is not None else None  # first: the WAL sender lets go of the slot
         self._close_snapshot()
         conn = getattr(self, "catalog_conn", None)  # closing twice is harmless
         if conn is not None:
@@ -386,6 +427,10 @@ class PostgresTask(SourceTask):
             flushed = stream.flushed_lsn
             received = max(stream.received_lsn, flushed)
             out.update(received_lsn=received, flushed_lsn=flushed, lag_bytes=received - flushed)
+        link = getattr(self, "link", None)
+        if link is not None:
+            # Debezium's Connected, and how often the connection was lost (and reopened).
+            out.update(connected=float(stream is not None and stream.streaming), connection_losses=link.losses)
         lifecycle = getattr(self, "lifecycle", None)
         if lifecycle is not None:
             out.update(lifecycle.metrics())
@@ -408,34 +453,3 @@ class PostgresTask(SourceTask):
 
 def _lsn(state: cat.SlotState) -> int:
     return pgoutput.parse_lsn(state.confirmed_flush_lsn) if state.confirmed_flush_lsn else 0
-
-
-def _connect(conninfo: str) -> psycopg.Connection[tuple[Any, ...]]:
-    from airflow_cdc.engine.errors import RetriableError
-
-    try:
-        return psycopg.connect(conninfo, autocommit=True)
-    except psycopg.OperationalError as exc:
-        for refusal, settings in _TLS_REFUSALS:  # neither can a retry mend a certificate
-            if refusal.search(str(exc)):
-                raise CdcError(f"PostgreSQL refused the TLS connection: {exc}; fix {settings}") from exc
-        if connect_errors.refused_for_good(exc):  # by SQLSTATE or libpq's flags: retrying cannot help
-            raise CdcError(
-                f"PostgreSQL refused the connection: {exc}; fix database.user / database.password / "
-                "database.dbname (or the server's pg_hba.conf)"
-            ) from exc
-        raise RetriableError(f"cannot connect to PostgreSQL: {exc}") from exc
-
-
-#: TLS refusals (libpq's and the server's words), and the settings that decide them.
-#: The server's certificate first: libpq's "root certificate file ..." names a certificate file too.
-_TLS_REFUSALS = (
-    (
-        re.compile(r"root certificate|certificate verify failed|server certificate", re.I),
-        "database.sslrootcert (the CA that signed the server's certificate) or database.sslmode",
-    ),
-    (
-        re.compile(r"requires a valid client certificate|certificate file|private key|certificate required", re.I),
-        "database.sslcert and database.sslkey (the client certificate the server's hostssl ... cert rule asks for)",
-    ),
-)
