@@ -139,11 +139,6 @@ def test_a_lost_postgresql_server_shows_as_retrying_with_its_cause(own_pg: Postg
         assert later["error"] is None
 
 
-@pytest.mark.xfail(
-    strict=True,
-    reason="the PostgreSQL stream does not reconnect after a lost connection yet (engine/sources, another "
-    "helper's fix): every retried poll reads the dead connection again, so it stays RETRYING",
-)
 def test_once_postgresql_is_back_the_instance_runs_again(own_pg: PostgresServer, tmp_path: Path) -> None:
     with streaming(own_pg, tmp_path) as serving:
         stream_then_lose_the_server(own_pg, serving)
