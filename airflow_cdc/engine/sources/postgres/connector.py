@@ -127,7 +127,7 @@ class PostgresTask(SourceTask):
             context,
             settings=s,
             source=PostgresChunkSource(
-                self.catalog_conn,
+                lambda: self.catalog_conn,
                 {t.qualified: (t, plan) for t, plan in self.plans},
                 server=prefix,
                 database=self.database,

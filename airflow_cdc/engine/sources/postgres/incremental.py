@@ -82,7 +82,7 @@ def _engine_errors(method: Callable[P, R]) -> Callable[P, R]:
 class PostgresChunkSource:
     def __init__(
         self,
-        conn: psycopg.Connection[tuple[Any, ...]],
+        catalog_conn: Callable[[], psycopg.Connection[tuple[Any, ...]]],
         tables: dict[str, tuple[TableColumns, TableSchema]],
         *,
         server: str,
@@ -103,7 +103,9 @@ class PostgresChunkSource:
         self._threads, self._batch = threads, batch
         self._connections = ChunkConnections(conninfo)
         self._executor: ThreadPoolExecutor | None = None
-        self._conn = conn
+        # Asked for at each use: the task replaces its catalog connection when the server was
+        # restarted, and a connection kept here would stay the dead one.
+        self._catalog_conn = catalog_conn
         self._tables = tables
         self._server, self._database, self._partition = server, database, partition
         self._signal = signal_table
@@ -343,6 +345,11 @@ class PostgresChunkSource:
             self._executor.shutdown(wait=True)
             self._executor = None
         self._connections.close()
+
+    @property
+    def _conn(self) -> psycopg.Connection[tuple[Any, ...]]:
+        """The task's catalog connection (max keys, estimates, horizons, filters)."""
+        return self._catalog_conn()
 
     def transaction(self, record: SourceRecord) -> Hashable:
         return record.offset.get("txId")
