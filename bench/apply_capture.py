@@ -15,7 +15,8 @@ Two captures of the very same snapshot and WAL, each through a slot of its own:
 - Debezium's PostgreSQL connector on the Connect worker into ``dbz_<db>.public.items`` (3
   partitions, keyed like ours), with the JSON converter's ``schemas.enable=true``: Debezium's JDBC
   sink needs a Connect schema on every record, and our engine writes JSON without one
-  (``serialization.py``), so the sink cannot consume our topic.
+  (``serialization.py``). On our topic its task fails at the first record: "Configured primary
+  key mode 'record_key' cannot have null schema".
 
 Both topics must hold the number of records the load made, or the bench stops.
 """
