@@ -79,6 +79,7 @@ class TaskRunner:
         self.commits = 0
         self.ms_behind_source: int | None = None  # Debezium's MilliSecondsBehindSource, per batch
         self._committed_seq = 0
+        self._commit_failures = 0  # offset commits failed in a row (the store away)
         self._last_commit = clock.monotonic()
         self.thread = threading.Thread(target=self._main, name=f"cdc-task-{self.task_id}", daemon=True)
 
@@ -207,7 +208,22 @@ class TaskRunner:
         if not force and not self._policy.perform_commit(since, self._clock.monotonic() - self._last_commit):
             return
         entries = [(p.partition, p.offset) for p in positions.values()]
-        self._store.write(entries)
+        try:
+            self._store.write(entries)
+        except RetriableError as exc:
+            # As Kafka Connect's offset flush: a store away for a while (a full disk, the broker
+            # or database down) fails this commit only; capture goes on and the next commit
+            # stores everything delivered by then (a restart meanwhile re-reads from the last).
+            self._commit_failures += 1
+            if self._commit_failures == 1:
+                log.error("task %s: committing offsets failed, retrying at the next commit: %s", self.task_id, exc)
+            self.retrying.failed("offset commit", exc, self._commit_failures, 0.0)  # at the next commit
+            self._last_commit = self._clock.monotonic()  # and not before the policy's interval
+            return
+        if self._commit_failures:
+            log.info("task %s: offsets committed again", self.task_id)
+            self._commit_failures = 0
+            self.retrying.ended("offset commit")
         offsets = {key: p.offset for key, p in positions.items()}
         self._committed_seq = seq
         self._last_commit = self._clock.monotonic()

@@ -18,7 +18,7 @@ from typing import Any
 
 import orjson
 
-from airflow_cdc.engine.errors import OffsetError
+from airflow_cdc.engine.errors import OffsetError, RetriableError
 from airflow_cdc.engine.private_files import open_private, private_dir
 from airflow_cdc.engine.records import Offset, Partition
 from airflow_cdc.engine.storage.base import OffsetStore, connect_key, encode_entries, parse_connect_key
@@ -97,7 +97,12 @@ class FileOffsetStore(OffsetStore):
     def write(self, entries: Iterable[tuple[Partition, Offset]]) -> None:
         encoded = encode_entries(self.engine_name, entries)  # all entries checked before the file changes
         with self._lock:
-            self._replace({key: orjson.loads(value) for key, value in encoded.items()}, drop=None)
+            try:
+                self._replace({key: orjson.loads(value) for key, value in encoded.items()}, drop=None)
+            except OSError as exc:
+                # A full disk or a file system gone for a while: the file is replaced atomically,
+                # so the old offsets are intact and the next commit writes the newer ones.
+                raise RetriableError(f"writing the offset file {self.path} failed: {exc}") from exc
 
     def delete(self, partition: Partition) -> None:
         with self._lock:
