@@ -19,6 +19,7 @@ import pytest
 
 from airflow_cdc.engine.errors import CdcError, RetriableError
 from airflow_cdc.engine.sources.postgres import connect_errors
+from airflow_cdc.engine.sources.postgres.database import POSTGRES_DATABASE
 from airflow_cdc.engine.sources.postgres.stream import ReplicationStream
 from airflow_cdc.engine.testing import wait_until
 from airflow_cdc.local.postgres import PostgresServer
@@ -168,3 +169,13 @@ def test_a_server_shutting_down_is_retried(server):
         session.close()
         wait_until(lambda: not server.running, 30, "the server stopped")
         server.start()
+
+
+def test_reading_the_position_with_a_refused_login_names_the_fix_instead_of_retrying(server):
+    """A seek's check and Connect's position read ask the server for its position: a wrong
+    password is no reason to try again."""
+    config = {"database.hostname": server.host, "database.port": server.port, "database.user": "cdc"}
+    with pytest.raises(CdcError) as refused:
+        POSTGRES_DATABASE.read_position(config, "wrong")
+    assert not isinstance(refused.value, RetriableError) and "database.password" in str(refused.value)
+    assert POSTGRES_DATABASE.read_position(config, PASSWORD).count("/") == 1  # the right one reads an LSN

@@ -9,8 +9,9 @@ from collections.abc import Mapping
 from typing import Any
 
 from airflow_cdc.engine import mysql_client
-from airflow_cdc.engine.errors import ConfigError, ConfigProblem, RetriableError
+from airflow_cdc.engine.errors import CdcError, ConfigError, ConfigProblem, RetriableError
 from airflow_cdc.engine.sources.database import SourceDatabase, single_name
+from airflow_cdc.engine.sources.mysql.connect_errors import refusal_fix
 from airflow_cdc.engine.sources.mysql.server import ServerSetupError, binlog_status
 
 
@@ -45,6 +46,9 @@ class MySqlDatabase(SourceDatabase):
                     return gtids
                 file, pos = binlog_status(conn)
         except pymysql.OperationalError as exc:
+            fix = refusal_fix(exc)  # a refused login is no reason to try again
+            if fix is not None:
+                raise CdcError(f"the MySQL/MariaDB server refused the connection: {exc}; {fix}") from exc
             raise RetriableError(f"cannot read the source's position: {exc}") from exc
         except ServerSetupError:  # no binlog at all: neither GTIDs nor a file to stand in
             raise ConfigError(
