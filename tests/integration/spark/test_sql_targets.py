@@ -89,8 +89,9 @@ def mysql_url(server: Any, database: str) -> str:
 class Target:
     """One target database, whichever server: run SQL, read rows, apply changes."""
 
-    def __init__(self, kind: str, url: str, run: Any, schema: str) -> None:
+    def __init__(self, kind: str, url: str, run: Any, schema: str, **defaults: Any) -> None:
         self.kind, self.url, self._run, self.schema = kind, url, run, schema
+        self.defaults = defaults  # settings every apply uses unless given
 
     def execute(self, statement: str) -> list[tuple[Any, ...]]:
         return self._run(statement)
@@ -99,7 +100,7 @@ class Target:
         return [tuple(r) for r in self.execute(f"select {columns} from {table} order by id")]
 
     def apply(self, changes: list[Change], **settings: Any) -> dict[str, int]:
-        return apply_changes(changes, SqlTargetSettings(self.url, **settings))
+        return apply_changes(changes, SqlTargetSettings(self.url, **{**self.defaults, **settings}))
 
     def qualified(self, table: str = "t") -> str:
         return f"{self.schema}.{table}"
@@ -128,9 +129,22 @@ def mariadb_target(mariadb_server: Any, mariadb_database: str) -> Iterator[Targe
         yield Target("mariadb", mysql_url(mariadb_server, mariadb_database), run, mariadb_database)
 
 
-@pytest.fixture(params=["postgresql", "mariadb"])
+@pytest.fixture
+def pg_copy_target(pg_target: Target) -> Target:
+    """PostgreSQL with every group, however small, going by COPY into a staging table."""
+    return Target("postgresql", pg_target.url, pg_target._run, pg_target.schema, copy_min_rows=1)
+
+
+@pytest.fixture
+def pg_statement_target(pg_target: Target) -> Target:
+    """PostgreSQL with multi-row statements only (no COPY)."""
+    return Target("postgresql", pg_target.url, pg_target._run, pg_target.schema, copy_min_rows=None)
+
+
+@pytest.fixture(params=["postgresql", "postgresql-copy", "mariadb"])
 def target(request: pytest.FixtureRequest) -> Target:
-    return request.getfixturevalue(f"{'pg' if request.param == 'postgresql' else 'mariadb'}_target")
+    fixture = {"postgresql": "pg_statement_target", "postgresql-copy": "pg_copy_target"}
+    return request.getfixturevalue(fixture.get(request.param, "mariadb_target"))
 
 
 # --- changes, guard, unavailable columns -----------------------------------------------------------
@@ -506,8 +520,9 @@ def engine_value_modes(settings: dict[str, str]) -> ValueModes:
 
 
 @pytest.mark.slow
+@pytest.mark.parametrize("copy_min_rows", [None, 1], ids=["statements", "copy"])
 @pytest.mark.parametrize("variant", list(VARIANTS))
-def test_every_postgresql_type_survives_capture_decode_and_apply(pg_server: Any, variant: str):
+def test_every_postgresql_type_survives_capture_decode_and_apply(pg_server: Any, variant: str, copy_min_rows: Any):
     settings = VARIANTS[variant]
     stream = [s for t in cases.TYPED_TABLES for s in cases.insert_rows(t, 11)]
     with database(pg_server, *cases.EXTENSIONS) as source, database(pg_server, *cases.EXTENSIONS) as target:
@@ -523,7 +538,10 @@ def test_every_postgresql_type_survives_capture_decode_and_apply(pg_server: Any,
         assert {c.op for c in typed} == {"r", "c"} and len(typed) == 2 * sum(
             len(cases.ROWS[t]) for t in cases.TYPED_TABLES
         )
-        counts = apply_changes(typed, SqlTargetSettings(pg_url(pg_server, target), modes=settings, batch_size=4))
+        counts = apply_changes(
+            typed,
+            SqlTargetSettings(pg_url(pg_server, target), modes=settings, batch_size=4, copy_min_rows=copy_min_rows),
+        )
         assert counts["upserted"] == len(typed)
         problems, compared = compare(pg_server, source, target, events, settings)
     assert not problems, "\n".join(problems)

@@ -17,10 +17,13 @@ Per table, in the order given (the caller puts a table's TRUNCATE first, then so
 * ``t``: deletes the rows whose position is older than the truncate's (or NULL).
 
 Consecutive rows of one table are batched: up to ``batch_size`` rows with distinct keys form a
-segment, applied as one multi-row DELETE then one multi-row upsert per column set (keys being
-distinct, their order does not matter; deletes go first so that a key freed by a delete can be
-taken by an insert under another unique constraint). A key seen again, a TRUNCATE, another
-table or a full segment starts the next segment.
+segment (``segment_rows`` where the dialect COPYs), applied as the DELETE of its deletes, then
+one upsert per column set (keys being distinct, their order does not matter; deletes go first
+so that a key freed by a delete can be taken by an insert under another unique constraint). A
+key seen again, a TRUNCATE, another table or a full segment starts the next segment. Each of
+those groups goes by multi-row statements of ``batch_size`` rows, or, from ``copy_min_rows``
+rows on (PostgreSQL), by COPY into a staging table and one set-based statement (the same
+guard, the same counts).
 """
 
 from __future__ import annotations
@@ -115,6 +118,12 @@ class _Applier:
         self.current: Table | None = None
         self.segment: list[tuple[Any, ...]] = []
         self.keys: set[str] = set()
+        copy_min = settings.copy_min_rows if dialect.copies else None
+        #: A group of at least this many rows goes by COPY (never, when None).
+        self.copy_min = copy_min
+        self.segment_limit = (
+            settings.batch_size if copy_min is None else max(settings.batch_size, settings.segment_rows)
+        )
 
     # --- rows in ---------------------------------------------------------------------------
 
@@ -135,7 +144,7 @@ class _Applier:
             self._truncate(row)
             return
         key = row[_KEY]
-        if key in self.keys or len(self.segment) >= self.settings.batch_size:
+        if key in self.keys or len(self.segment) >= self.segment_limit:
             self.flush()
         self.segment.append(row)
         self.keys.add(key)
@@ -155,12 +164,27 @@ class _Applier:
         self._check_key(table, segment[0])
         deletes = [row for row in segment if row[_OP] == "d"]
         if deletes:
-            self.counts["deleted"] += self.dialect.delete(self.conn, table, self._delete_params(table, deletes))
+            params = self._delete_params(table, deletes)
+            if self._copies(params):
+                self.counts["deleted"] += self.dialect.delete_staged(self.conn, table, params)
+            else:
+                for chunk in self._chunks(params):
+                    self.counts["deleted"] += self.dialect.delete(self.conn, table, chunk)
         for columns, params in self._upsert_groups(table, segment).items():
-            applied = self.dialect.upsert(self.conn, table, columns, params)
+            if self._copies(params):
+                applied = self.dialect.upsert_staged(self.conn, table, columns, params)
+            else:
+                applied = sum(self.dialect.upsert(self.conn, table, columns, c) for c in self._chunks(params))
             self.counts["upserted"] += applied
             if self.dialect.counts_skipped:
                 self.counts["skipped_older"] += len(params) - applied
+
+    def _copies(self, params: list[list[Any]]) -> bool:
+        return self.copy_min is not None and len(params) >= self.copy_min
+
+    def _chunks(self, params: list[list[Any]]) -> Iterable[list[list[Any]]]:
+        size = self.settings.batch_size
+        return (params[start : start + size] for start in range(0, len(params), size))
 
     # --- tables ----------------------------------------------------------------------------
 

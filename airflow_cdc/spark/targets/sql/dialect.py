@@ -19,6 +19,8 @@ class Dialect:
     """What differs between PostgreSQL and MySQL: connecting, the catalog, the statements."""
 
     counts_skipped = False
+    #: Whether :meth:`upsert_staged` and :meth:`delete_staged` (COPY into a staging table) exist.
+    copies = False
 
     def connect(self, url: str) -> Any:
         raise NotImplementedError
@@ -36,6 +38,12 @@ class Dialect:
         raise NotImplementedError
 
     def truncate(self, conn: Any, table: Table, position: str) -> int:
+        raise NotImplementedError
+
+    def upsert_staged(self, conn: Any, table: Table, columns: tuple[str, ...], params: list[list[Any]]) -> int:
+        raise NotImplementedError
+
+    def delete_staged(self, conn: Any, table: Table, params: list[list[Any]]) -> int:
         raise NotImplementedError
 
     def identifier(self, name: str) -> str:

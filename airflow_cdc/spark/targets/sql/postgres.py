@@ -1,9 +1,20 @@
 """The PostgreSQL dialect (psycopg 3): multi-row statements with the server's own ``$n``
 placeholders, built once per table, column set and row count, and chunked under the protocol's
-limit of parameters per statement."""
+limit of parameters per statement; and for large groups, COPY into a staging table then one
+set-based statement.
+
+The staging path (PeerDB's method): a temporary table with exactly the group's columns and the
+target's column types (``CREATE TEMP TABLE ... AS SELECT ... WITH NO DATA``: no NOT NULL, no
+defaults, so a column left out stays out), created once per call and table and column set,
+``ON COMMIT DROP`` (the connection lives for one call, so a table kept for the session would
+never be reused), emptied by TRUNCATE between segments. COPY is in text format: the values are
+already the columns' text forms (``values/postgres.py``), which the server parses as it does a
+statement's parameters; binary would need each type's binary encoding.
+"""
 
 from __future__ import annotations
 
+import hashlib
 import re
 from collections.abc import Callable, Iterable
 from typing import Any
@@ -47,10 +58,12 @@ select array(
 from pg_index i where i.indrelid = %s and i.indisunique and i.indisvalid and i.indpred is null and i.indexprs is null
 """
 _PG_PARAMETER = re.compile(r"parameter \$(\d+)")
+_PG_COPY_COLUMN = re.compile(r"^COPY [^,]+, line \d+, column (.+?): ", re.MULTILINE)
 
 
 class PostgresDialect(Dialect):
     counts_skipped = True
+    copies = True
     position_definition = f'{POSITION_COLUMN} varchar(64) COLLATE "C"'
 
     def connect(self, url: str) -> Any:
@@ -106,6 +119,51 @@ class PostgresDialect(Dialect):
         with self._cursor(conn) as cur:
             return self._run(cur, table, self._statement(conn, table, ("truncate",)), [position], (POSITION_COLUMN,))
 
+    def upsert_staged(self, conn: Any, table: Table, columns: tuple[str, ...], params: list[list[Any]]) -> int:
+        names = (*columns, POSITION_COLUMN)
+        stage = self._stage(conn, table, names, params)
+        with conn.cursor() as cur:
+            query = self._statement(conn, table, ("upsert-staged", columns, stage))
+            return self._run(cur, table, query, None, names)
+
+    def delete_staged(self, conn: Any, table: Table, params: list[list[Any]]) -> int:
+        assert table.key is not None
+        names = (*table.key, POSITION_COLUMN)
+        stage = self._stage(conn, table, names, params)
+        with conn.cursor() as cur:
+            return self._run(cur, table, self._statement(conn, table, ("delete-staged", stage)), None, names)
+
+    def _stage(self, conn: Any, table: Table, names: tuple[str, ...], params: list[list[Any]]) -> str:
+        """The staging table for ``names`` of ``table``, holding ``params`` (and nothing else)."""
+        import psycopg
+        from psycopg import sql
+
+        digest = hashlib.sha1(repr((str(table.name), names)).encode()).hexdigest()[:20]
+        stage = f"_cdc_stage_{digest}"  # unique per target table and column list
+        columns = sql.SQL(", ").join(map(sql.Identifier, names))
+        with conn.cursor() as cur:
+            if stage not in table.stages:
+                cur.execute(
+                    sql.SQL(
+                        "CREATE TEMPORARY TABLE {stage} ON COMMIT DROP AS SELECT {columns} FROM {table} WITH NO DATA"
+                    ).format(stage=sql.Identifier(stage), columns=columns, table=self._table(table))
+                )
+                table.stages.add(stage)
+            else:
+                cur.execute(sql.SQL("TRUNCATE {}").format(sql.Identifier(stage)))
+            try:
+                with cur.copy(sql.SQL("COPY {} ({}) FROM STDIN").format(sql.Identifier(stage), columns)) as copy:
+                    write = copy.write_row
+                    for row in params:
+                        write(row)
+            except psycopg.errors.DataError as exc:
+                match = _PG_COPY_COLUMN.search(exc.diag.context or "")
+                raise TargetWriteError(self.refused_message(table, match and match.group(1), _first_line(exc))) from exc
+            except psycopg.Error as exc:
+                exc.add_note(f"while copying changes of {table.source} to a staging table for {table.name}")
+                raise
+        return stage
+
     @staticmethod
     def _cursor(conn: Any) -> Any:
         """A cursor taking the server's own $n placeholders: psycopg caches its conversion of
@@ -121,6 +179,8 @@ class PostgresDialect(Dialect):
                 "upsert": self._upsert_sql,
                 "delete": self._delete_sql,
                 "truncate": self._truncate_sql,
+                "upsert-staged": self._upsert_staged_sql,
+                "delete-staged": self._delete_staged_sql,
             }
             query = table.statements[what] = builders[what[0]](table, *what[1:]).as_string(conn)
         return str(query)
@@ -128,15 +188,27 @@ class PostgresDialect(Dialect):
     def _upsert_sql(self, table: Table, columns: tuple[str, ...], rows: int) -> Any:
         from psycopg import sql
 
+        values = sql.SQL("VALUES {}").format(_numbered_rows(rows, ["{}"] * (len(columns) + 1)))
+        return self._upsert_from(table, columns, values)
+
+    def _upsert_staged_sql(self, table: Table, columns: tuple[str, ...], stage: str) -> Any:
+        from psycopg import sql
+
+        names = sql.SQL(", ").join(map(sql.Identifier, (*columns, POSITION_COLUMN)))
+        return self._upsert_from(table, columns, sql.SQL("SELECT {} FROM {}").format(names, sql.Identifier(stage)))
+
+    def _upsert_from(self, table: Table, columns: tuple[str, ...], rows: Any) -> Any:
+        from psycopg import sql
+
         assert table.key is not None
         updated = [c for c in columns if c not in table.key] + [POSITION_COLUMN]
         return sql.SQL(
-            "INSERT INTO {table} AS t ({names}) VALUES {rows} ON CONFLICT ({key}) DO UPDATE SET {sets} "
+            "INSERT INTO {table} AS t ({names}) {rows} ON CONFLICT ({key}) DO UPDATE SET {sets} "
             'WHERE t.{position} IS NULL OR t.{position} COLLATE "C" <= EXCLUDED.{position}'
         ).format(
             table=self._table(table),
             names=sql.SQL(", ").join(map(sql.Identifier, (*columns, POSITION_COLUMN))),
-            rows=_numbered_rows(rows, ["{}"] * (len(columns) + 1)),
+            rows=rows,
             key=sql.SQL(", ").join(map(sql.Identifier, table.key)),
             sets=sql.SQL(", ").join(sql.SQL("{0} = EXCLUDED.{0}").format(sql.Identifier(c)) for c in updated),
             position=sql.Identifier(POSITION_COLUMN),
@@ -158,6 +230,20 @@ class PostgresDialect(Dialect):
             position=sql.Identifier(POSITION_COLUMN),
         )
 
+    def _delete_staged_sql(self, table: Table, stage: str) -> Any:
+        from psycopg import sql
+
+        assert table.key is not None
+        return sql.SQL(
+            "DELETE FROM {table} AS t USING {stage} AS d WHERE {match} "
+            'AND (t.{position} IS NULL OR t.{position} COLLATE "C" <= d.{position})'
+        ).format(
+            table=self._table(table),
+            stage=sql.Identifier(stage),
+            match=sql.SQL(" AND ").join(sql.SQL("t.{0} = d.{0}").format(sql.Identifier(c)) for c in table.key),
+            position=sql.Identifier(POSITION_COLUMN),
+        )
+
     def _truncate_sql(self, table: Table) -> Any:
         from psycopg import sql
 
@@ -170,7 +256,7 @@ class PostgresDialect(Dialect):
 
         return sql.Identifier(*(p for p in (table.name.schema, table.name.name) if p))
 
-    def _run(self, cur: Any, table: Table, query: str, params: list[Any], names: tuple[str, ...]) -> int:
+    def _run(self, cur: Any, table: Table, query: str, params: list[Any] | None, names: tuple[str, ...]) -> int:
         import psycopg
 
         try:

@@ -18,7 +18,13 @@ class SqlTargetSettings:
     (``mariadb://`` too). ``tables``: source table (``schema.table``, ``db.table``) -> target
     table (``schema.table`` or ``table``: the connection's schema/database); unmapped tables go
     to the same name. ``modes``: the capturing connector's value settings (:class:`Modes`, or
-    its config dict). ``batch_size``: rows per statement.
+    its config dict). ``batch_size``: rows per multi-row statement.
+
+    PostgreSQL only: a segment's group of at least ``copy_min_rows`` rows (deletes, or upserts
+    writing one column set) goes by COPY into a temporary staging table, then one set-based
+    statement (PeerDB's method); smaller groups go by multi-row statements, which cost less
+    below it (``bench/sql_target_write.py`` measured it). ``None``: statements only.
+    ``segment_rows``: at most this many rows per segment where COPY is used.
     """
 
     url: str
@@ -26,6 +32,8 @@ class SqlTargetSettings:
     modes: Modes = field(default_factory=Modes)
     batch_size: int = 1000
     add_position_column: bool = True
+    copy_min_rows: int | None = 1000
+    segment_rows: int = 50_000
 
     def __post_init__(self) -> None:
         if isinstance(self.modes, Mapping):
@@ -33,6 +41,10 @@ class SqlTargetSettings:
         object.__setattr__(self, "tables", dict(self.tables))
         if self.batch_size < 1:
             raise ValueError(f"batch_size must be at least 1, not {self.batch_size}")
+        if self.copy_min_rows is not None and self.copy_min_rows < 1:
+            raise ValueError(f"copy_min_rows must be at least 1 (or None: no COPY), not {self.copy_min_rows}")
+        if self.segment_rows < 1:
+            raise ValueError(f"segment_rows must be at least 1, not {self.segment_rows}")
 
     @classmethod
     def of(cls, value: SqlTargetSettings | Mapping[str, Any]) -> SqlTargetSettings:
@@ -43,7 +55,8 @@ class SqlTargetSettings:
     def __repr__(self) -> str:  # never the password
         return (
             f"SqlTargetSettings(url={safe_url(self.url)!r}, tables={self.tables!r}, modes={self.modes!r}, "
-            f"batch_size={self.batch_size}, add_position_column={self.add_position_column})"
+            f"batch_size={self.batch_size}, add_position_column={self.add_position_column}, "
+            f"copy_min_rows={self.copy_min_rows}, segment_rows={self.segment_rows})"
         )
 
 

@@ -76,6 +76,8 @@ class Table:
         self.key: tuple[str, ...] | None = None
         self.plans: dict[tuple[str, ...], Plan] = {}
         self.statements: dict[Any, Any] = {}
+        #: Staging tables created in this call's transaction (dropped at its commit).
+        self.stages: set[str] = set()
 
     @property
     def name(self) -> TableName:
