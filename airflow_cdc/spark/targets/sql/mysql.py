@@ -1,5 +1,5 @@
-"""The MySQL / MariaDB dialect (PyMySQL): ``executemany`` upserts with ON DUPLICATE KEY UPDATE,
-the position guard in each assignment; the session in UTC."""
+"""The MySQL / MariaDB dialect (PyMySQL): upserts by the event's key through a staging table
+(a guarded UPDATE ... JOIN, then an INSERT ... SELECT of the new keys); the session in UTC."""
 
 from __future__ import annotations
 
@@ -79,27 +79,49 @@ class MySQLDialect(Dialect):
             cur.execute(statement)
 
     def upsert(self, conn: Any, table: Table, columns: tuple[str, ...], params: list[list[Any]]) -> int:
-        # executemany writes one multi-row INSERT (ON DUPLICATE KEY UPDATE included) per
-        # max_stmt_length bytes.
-        query = table.statements.get(("upsert", columns))
-        if query is None:
-            query = table.statements["upsert", columns] = self._upsert_sql(table, columns)
+        """By the event's key only (``ON DUPLICATE KEY UPDATE`` would match any unique key, and
+        update another row than the change's): the rows go into a staging table, then one
+        guarded ``UPDATE ... JOIN`` of the keys there, then one ``INSERT ... SELECT`` of the keys
+        not there. A row whose other unique value is still held by another key fails with the
+        duplicate, as on PostgreSQL."""
+        statements = table.statements.get(("upsert", columns))
+        if statements is None:
+            statements = table.statements["upsert", columns] = self._upsert_sql(table, columns)
+        create, fill, update, insert, drop = statements
         with conn.cursor() as cur:
-            self._run(table, lambda: cur.executemany(query, params))
+            # executemany writes one multi-row INSERT per max_stmt_length bytes. CREATE and
+            # DROP TEMPORARY TABLE do not end the transaction (other DDL would).
+            self._run(table, lambda: cur.execute(create))
+            try:
+                self._run(table, lambda: cur.executemany(fill, params))
+                self._run(table, lambda: cur.execute(update))
+                self._run(table, lambda: cur.execute(insert))
+            finally:
+                cur.execute(drop)
         return len(params)
 
-    def _upsert_sql(self, table: Table, columns: tuple[str, ...]) -> str:
+    def _upsert_sql(self, table: Table, columns: tuple[str, ...]) -> tuple[str, ...]:
         assert table.key is not None
         q = self._name
+        stage = q("_cdc_stage")
+        names = (*columns, POSITION_COLUMN)
+        listed = ", ".join(q(c) for c in names)
+        key = ", ".join(q(c) for c in table.key)
+        match = " AND ".join(f"t.{q(c)} = s.{q(c)}" for c in table.key)
         position = q(POSITION_COLUMN)
-        guard = f"{position} IS NULL OR {position} <= VALUES({position})"
-        # Assignments run left to right and see the values assigned before them: the guard
-        # reads the stored position, so the position is assigned last.
         updated = [c for c in columns if c not in table.key] + [POSITION_COLUMN]
-        sets = ", ".join(f"{q(c)} = IF({guard}, VALUES({q(c)}), {q(c)})" for c in updated)
-        names = ", ".join(q(c) for c in (*columns, POSITION_COLUMN))
-        marks = ", ".join(["%s"] * (len(columns) + 1))
-        return f"INSERT INTO {self._table(table)} ({names}) VALUES ({marks}) ON DUPLICATE KEY UPDATE {sets}"
+        sets = ", ".join(f"t.{q(c)} = s.{q(c)}" for c in updated)
+        marks = ", ".join(["%s"] * len(names))
+        target = self._table(table)
+        return (
+            f"CREATE TEMPORARY TABLE {stage} (PRIMARY KEY ({key})) SELECT {listed} FROM {target} LIMIT 0",
+            f"INSERT INTO {stage} ({listed}) VALUES ({marks})",
+            f"UPDATE {target} AS t JOIN {stage} AS s ON {match} SET {sets} "
+            f"WHERE t.{position} IS NULL OR t.{position} <= s.{position}",
+            f"INSERT INTO {target} ({listed}) SELECT {', '.join(f's.{q(c)}' for c in names)} FROM {stage} AS s "
+            f"WHERE NOT EXISTS (SELECT 1 FROM {target} AS t WHERE {match})",
+            f"DROP TEMPORARY TABLE IF EXISTS {stage}",
+        )
 
     def delete(self, conn: Any, table: Table, params: list[list[Any]]) -> int:
         assert table.key is not None
