@@ -179,10 +179,10 @@ class _Applier:
             if self.dialect.counts_skipped:
                 self.counts["skipped_older"] += len(params) - applied
 
-    def _copies(self, params: list[list[Any]]) -> bool:
+    def _copies(self, params: list[tuple[Any, ...]]) -> bool:
         return self.copy_min is not None and len(params) >= self.copy_min
 
-    def _chunks(self, params: list[list[Any]]) -> Iterable[list[list[Any]]]:
+    def _chunks(self, params: list[tuple[Any, ...]]) -> Iterable[list[tuple[Any, ...]]]:
         size = self.settings.batch_size
         return (params[start : start + size] for start in range(0, len(params), size))
 
@@ -262,20 +262,20 @@ class _Applier:
 
     # --- parameters ------------------------------------------------------------------------
 
-    def _delete_params(self, table: Table, rows: list[tuple[Any, ...]]) -> list[list[Any]]:
+    def _delete_params(self, table: Table, rows: list[tuple[Any, ...]]) -> list[tuple[Any, ...]]:
         assert table.key is not None
         decoders = [table.decoder(c) for c in table.key]
         params = []
         for row in rows:
             values = json.loads(row[_KEY])
             params.append(
-                [d(json_text(values[c])) for c, d in zip(table.key, decoders, strict=True)] + [row[_POSITION]]
+                (*(d(json_text(values[c])) for c, d in zip(table.key, decoders, strict=True)), row[_POSITION])
             )
         return params
 
-    def _upsert_groups(self, table: Table, rows: list[tuple[Any, ...]]) -> dict[tuple[str, ...], list[list[Any]]]:
+    def _upsert_groups(self, table: Table, rows: list[tuple[Any, ...]]) -> dict[tuple[str, ...], list[tuple[Any, ...]]]:
         """Rows by the columns they write (normally one group: all of them)."""
-        groups: dict[tuple[str, ...], list[list[Any]]] = {}
+        groups: dict[tuple[str, ...], list[tuple[Any, ...]]] = {}
         plans = table.plans
         for row in rows:
             after = row[_AFTER]

@@ -31,19 +31,19 @@ class Dialect:
     def add_position_column(self, conn: Any, url: str, name: TableName, statement: str) -> None:
         raise NotImplementedError
 
-    def upsert(self, conn: Any, table: Table, columns: tuple[str, ...], params: list[list[Any]]) -> int:
+    def upsert(self, conn: Any, table: Table, columns: tuple[str, ...], params: list[tuple[Any, ...]]) -> int:
         raise NotImplementedError
 
-    def delete(self, conn: Any, table: Table, params: list[list[Any]]) -> int:
+    def delete(self, conn: Any, table: Table, params: list[tuple[Any, ...]]) -> int:
         raise NotImplementedError
 
     def truncate(self, conn: Any, table: Table, position: str) -> int:
         raise NotImplementedError
 
-    def upsert_staged(self, conn: Any, table: Table, columns: tuple[str, ...], params: list[list[Any]]) -> int:
+    def upsert_staged(self, conn: Any, table: Table, columns: tuple[str, ...], params: list[tuple[Any, ...]]) -> int:
         raise NotImplementedError
 
-    def delete_staged(self, conn: Any, table: Table, params: list[list[Any]]) -> int:
+    def delete_staged(self, conn: Any, table: Table, params: list[tuple[Any, ...]]) -> int:
         raise NotImplementedError
 
     def identifier(self, name: str) -> str:

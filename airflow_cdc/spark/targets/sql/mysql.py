@@ -78,7 +78,7 @@ class MySQLDialect(Dialect):
             cur.execute("SET SESSION lock_wait_timeout = 60")
             cur.execute(statement)
 
-    def upsert(self, conn: Any, table: Table, columns: tuple[str, ...], params: list[list[Any]]) -> int:
+    def upsert(self, conn: Any, table: Table, columns: tuple[str, ...], params: list[tuple[Any, ...]]) -> int:
         """By the event's key only (``ON DUPLICATE KEY UPDATE`` would match any unique key, and
         update another row than the change's): the rows go into a staging table, then one
         guarded ``UPDATE ... JOIN`` of the keys there, then one ``INSERT ... SELECT`` of the keys
@@ -123,7 +123,7 @@ class MySQLDialect(Dialect):
             f"DROP TEMPORARY TABLE IF EXISTS {stage}",
         )
 
-    def delete(self, conn: Any, table: Table, params: list[list[Any]]) -> int:
+    def delete(self, conn: Any, table: Table, params: list[tuple[Any, ...]]) -> int:
         assert table.key is not None
         q = self._name
         position = q(POSITION_COLUMN)

@@ -96,7 +96,7 @@ class PostgresDialect(Dialect):
         # then the transaction's (a deadlock with another executor is detected, not hung).
         conn.execute(statement)
 
-    def upsert(self, conn: Any, table: Table, columns: tuple[str, ...], params: list[list[Any]]) -> int:
+    def upsert(self, conn: Any, table: Table, columns: tuple[str, ...], params: list[tuple[Any, ...]]) -> int:
         width = len(columns) + 1
         applied = 0
         with self._cursor(conn) as cur:
@@ -105,7 +105,7 @@ class PostgresDialect(Dialect):
                 applied += self._run(cur, table, query, [v for row in chunk for v in row], (*columns, POSITION_COLUMN))
         return applied
 
-    def delete(self, conn: Any, table: Table, params: list[list[Any]]) -> int:
+    def delete(self, conn: Any, table: Table, params: list[tuple[Any, ...]]) -> int:
         assert table.key is not None
         deleted = 0
         with self._cursor(conn) as cur:
@@ -119,21 +119,21 @@ class PostgresDialect(Dialect):
         with self._cursor(conn) as cur:
             return self._run(cur, table, self._statement(conn, table, ("truncate",)), [position], (POSITION_COLUMN,))
 
-    def upsert_staged(self, conn: Any, table: Table, columns: tuple[str, ...], params: list[list[Any]]) -> int:
+    def upsert_staged(self, conn: Any, table: Table, columns: tuple[str, ...], params: list[tuple[Any, ...]]) -> int:
         names = (*columns, POSITION_COLUMN)
         stage = self._stage(conn, table, names, params)
         with conn.cursor() as cur:
             query = self._statement(conn, table, ("upsert-staged", columns, stage))
             return self._run(cur, table, query, None, names)
 
-    def delete_staged(self, conn: Any, table: Table, params: list[list[Any]]) -> int:
+    def delete_staged(self, conn: Any, table: Table, params: list[tuple[Any, ...]]) -> int:
         assert table.key is not None
         names = (*table.key, POSITION_COLUMN)
         stage = self._stage(conn, table, names, params)
         with conn.cursor() as cur:
             return self._run(cur, table, self._statement(conn, table, ("delete-staged", stage)), None, names)
 
-    def _stage(self, conn: Any, table: Table, names: tuple[str, ...], params: list[list[Any]]) -> str:
+    def _stage(self, conn: Any, table: Table, names: tuple[str, ...], params: list[tuple[Any, ...]]) -> str:
         """The staging table for ``names`` of ``table``, holding ``params`` (and nothing else)."""
         import psycopg
         from psycopg import sql
@@ -286,7 +286,7 @@ def _numbered_rows(rows: int, templates: list[str]) -> Any:
     return sql.SQL(", ".join(parts))
 
 
-def _chunks(params: list[list[Any]], size: int) -> Iterable[list[list[Any]]]:
+def _chunks(params: list[tuple[Any, ...]], size: int) -> Iterable[list[tuple[Any, ...]]]:
     for start in range(0, len(params), size):
         yield params[start : start + size]
 

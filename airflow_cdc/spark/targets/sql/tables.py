@@ -60,11 +60,13 @@ class Plan:
         )
         self.steps = [(i, d) for i, d in enumerate(decoders) if d is not pass_through]
 
-    def params(self, after: Mapping[str, Any], position: str) -> list[Any]:
+    def params(self, after: Mapping[str, Any], position: str) -> tuple[Any, ...]:
         values = [*self.values(after), position]
         for index, decode in self.steps:
             values[index] = decode(values[index])
-        return values
+        # A tuple of strings leaves the garbage collector's view at its first collection; a
+        # segment's thousands of lists would instead make every full collection longer.
+        return tuple(values)
 
 
 class Table:
