@@ -13,7 +13,7 @@ from typing import Any
 import pytest
 
 from airflow_cdc.spark.frames import UNAVAILABLE_PLACEHOLDER
-from airflow_cdc.spark.targets.sql import SqlTargetSettings
+from airflow_cdc.spark.targets.sql import SqlTargetSettings, TargetError, apply_changes
 from tests.integration.spark.test_sql_targets import (
     Target,
     _fresh_catalog,  # noqa: F401 (an autouse fixture)
@@ -114,3 +114,31 @@ def test_a_value_the_target_refuses_in_a_copy_names_the_column(pg_target: Target
     with pytest.raises(Exception, match=r"column v of public\.t .*too long for type character varying\(3\)"):
         pg_target.apply(changes)
     assert pg_target.execute("select count(*) from t") == [(0,)]
+
+
+def test_two_source_tables_into_one_target_table_in_one_call(pg_target: Target):
+    pg_target.execute("create table t (id int primary key, v varchar(20), n int)")
+    changes = [upsert("a.t", i, "c", id=i, v="a", n=i) for i in range(N)]
+    changes += [upsert("b.t", N + i, id=i, v="b", n=-i) for i in range(N)]
+    counts = pg_target.apply(changes, tables={"a.t": "t", "b.t": "t"})
+    assert counts["upserted"] == 2 * N
+    assert pg_target.rows() == [(i, "b", -i) for i in range(N)]
+
+
+def test_a_user_who_may_not_create_temporary_tables_is_told_the_grant(pg_server: Any, pg_target: Target):
+    database = pg_target.url.rsplit("/", 1)[1]
+    pg_target.execute("create table t (id int primary key, v varchar(20), n int, _cdc_position varchar(64))")
+    pg_target.execute("drop role if exists no_temp")
+    pg_target.execute("create role no_temp login password 'pw'")
+    pg_target.execute(f'revoke temporary on database "{database}" from public')
+    pg_target.execute("grant select, insert, update, delete on t to no_temp")
+    try:
+        url = f"postgresql://no_temp:pw@{pg_server.host}:{pg_server.port}/{database}"
+        statements = SqlTargetSettings(url, copy_min_rows=None)
+        assert apply_changes([upsert("t", 1, "c", id=1, v="a", n=1)], statements)["upserted"] == 1
+        with pytest.raises(TargetError, match=r"GRANT TEMPORARY ON DATABASE .*or set copy_min_rows=None"):
+            apply_changes([upsert("t", i, "c", id=i, v="a", n=i) for i in range(N)], SqlTargetSettings(url))
+    finally:
+        pg_target.execute(f'grant temporary on database "{database}" to public')
+        pg_target.execute("drop owned by no_temp")
+        pg_target.execute("drop role no_temp")

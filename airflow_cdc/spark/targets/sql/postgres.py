@@ -21,7 +21,7 @@ from typing import Any
 
 from airflow_cdc.spark.frames import POSITION_COLUMN
 from airflow_cdc.spark.targets.sql.dialect import Dialect
-from airflow_cdc.spark.targets.sql.errors import TargetWriteError
+from airflow_cdc.spark.targets.sql.errors import TargetError, TargetWriteError
 from airflow_cdc.spark.targets.sql.tables import Table, TableInfo, TableName
 from airflow_cdc.spark.values import ColumnType
 
@@ -138,16 +138,23 @@ class PostgresDialect(Dialect):
         import psycopg
         from psycopg import sql
 
-        digest = hashlib.sha1(repr((str(table.name), names)).encode()).hexdigest()[:20]
-        stage = f"_cdc_stage_{digest}"  # unique per target table and column list
+        # Unique per source table (two may map to one target), target table and column list.
+        digest = hashlib.sha1(repr((table.source, str(table.name), names)).encode()).hexdigest()[:20]
+        stage = f"_cdc_stage_{digest}"
         columns = sql.SQL(", ").join(map(sql.Identifier, names))
         with conn.cursor() as cur:
             if stage not in table.stages:
-                cur.execute(
-                    sql.SQL(
-                        "CREATE TEMPORARY TABLE {stage} ON COMMIT DROP AS SELECT {columns} FROM {table} WITH NO DATA"
-                    ).format(stage=sql.Identifier(stage), columns=columns, table=self._table(table))
-                )
+                create = sql.SQL(
+                    "CREATE TEMPORARY TABLE {stage} ON COMMIT DROP AS SELECT {columns} FROM {table} WITH NO DATA"
+                ).format(stage=sql.Identifier(stage), columns=columns, table=self._table(table))
+                try:
+                    cur.execute(create)
+                except psycopg.errors.InsufficientPrivilege as exc:
+                    raise TargetError(
+                        f"Applying changes of {table.source} to {table.name} by COPY needs a temporary staging "
+                        f"table, which the target's user may not create ({_first_line(exc)}): GRANT TEMPORARY ON "
+                        f"DATABASE <the target database> TO <the user>; or set copy_min_rows=None (statements only)"
+                    ) from exc
                 table.stages.add(stage)
             else:
                 cur.execute(sql.SQL("TRUNCATE {}").format(sql.Identifier(stage)))
