@@ -6,7 +6,8 @@ into an empty table (the baseline: what the server can take at all).
 The load: N latest-per-key rows of one table (a bigint key, text, numeric, timestamptz, jsonb)
 in one call, as one Spark partition would bring them: 90% upserts (half of them inserts, half
 updates of rows already there), 10% deletes of rows already there. Before each timed run the
-target is reset to the same N/2 rows. Runs alternate between the sides; rates are medians.
+target is reset to the same N/2 rows. The rows come unpickled a batch at a time, as a Python
+worker reads a partition (each side, the baseline too, pays that). Runs alternate between the sides; rates are medians.
 
 Then the threshold sweep: one call of M upserts (updates) whose keys repeat every S rows, so that
 every segment has S rows, by each path: rows/s per S. ``copy_min_rows``'s default is where COPY
@@ -20,11 +21,14 @@ The last line is one JSON object.
 from __future__ import annotations
 
 import argparse
+import gc
 import json
+import pickle
 import statistics
 import sys
 import time
 from collections import namedtuple
+from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
 from urllib.parse import quote
@@ -65,6 +69,17 @@ def load(n: int) -> tuple[list[Row], list[dict[str, str]]]:
     return rows, initial
 
 
+def stream(batches: list[bytes]) -> Iterator[Row]:
+    """The rows as a Python worker reads a partition: unpickled a batch at a time, never all
+    alive at once (a list of them all would make every full garbage collection scan them)."""
+    for batch in batches:
+        yield from pickle.loads(batch)
+
+
+def pickled(rows: list[Row], size: int = 1000) -> list[bytes]:
+    return [pickle.dumps(rows[i : i + size]) for i in range(0, len(rows), size)]
+
+
 def reset(conn: Any, initial: list[dict[str, str]]) -> None:
     conn.execute("truncate t")
     with conn.cursor().copy("copy t (id, name, amount, ts, doc, _cdc_position) from stdin") as copy:
@@ -73,20 +88,22 @@ def reset(conn: Any, initial: list[dict[str, str]]) -> None:
     conn.execute("vacuum analyze t")
 
 
-def timed_apply(url: str, rows: list[Row], **settings: Any) -> tuple[float, dict[str, int]]:
+def timed_apply(url: str, rows: list[bytes], **settings: Any) -> tuple[float, dict[str, int]]:
     clear_catalog_cache()  # each run reads the catalog, as a fresh worker would
+    gc.collect()
     start = time.perf_counter()
-    counts = apply_changes(rows, SqlTargetSettings(url, tables={"src.t": "t"}, modes=MODES, **settings))
+    counts = apply_changes(stream(rows), SqlTargetSettings(url, tables={"src.t": "t"}, modes=MODES, **settings))
     return time.perf_counter() - start, counts
 
 
-def timed_copy(conn: Any, rows: list[Row], initial: list[dict[str, str]]) -> float:
+def timed_copy(conn: Any, rows: list[bytes], initial: list[dict[str, str]]) -> float:
     """COPY of the call's rows (a delete's row as its initial values) into an empty table."""
     conn.execute("drop table if exists plain")
     conn.execute(TABLE.format(name="plain", extra=POSITION))
+    gc.collect()
     start = time.perf_counter()
     with conn.transaction(), conn.cursor().copy("copy plain from stdin") as copy:
-        for row in rows:
+        for row in stream(rows):
             values = row.after if row.after is not None else initial[json.loads(row.key)["id"]]
             copy.write_row([*values.values(), row.position])
     return time.perf_counter() - start
@@ -95,10 +112,19 @@ def timed_copy(conn: Any, rows: list[Row], initial: list[dict[str, str]]) -> flo
 def sweep(conn: Any, url: str, sizes: list[int], total: int) -> dict[int, dict[str, float]]:
     result = {}
     for size in sizes:
-        rows = [
-            Row("src.t", "u", json.dumps({"id": k % size}), after(k % size, 2 + k // size), [], f"{9_000_000 + k:032x}")
-            for k in range(total)
-        ]
+        rows = pickled(
+            [
+                Row(
+                    "src.t",
+                    "u",
+                    json.dumps({"id": k % size}),
+                    after(k % size, 2 + k // size),
+                    [],
+                    f"{9_000_000 + k:032x}",
+                )
+                for k in range(total)
+            ]
+        )
         rates: dict[str, list[float]] = {"statements": [], "copy": []}
         for _ in range(2):
             for side, copy_min in (("statements", None), ("copy", 1)):
@@ -119,7 +145,9 @@ def main() -> None:
     parser.add_argument("--repeats", type=int, default=3)
     parser.add_argument("--sweep-rows", type=int, default=20_000)
     args = parser.parse_args()
-    rows, initial = load(args.rows)
+    listed, initial = load(args.rows)
+    rows = pickled(listed)
+    del listed
     times: dict[str, list[float]] = {"old": [], "new": [], "copy": []}
     with PostgresServer() as server:
         database = server.create_database("bench")
