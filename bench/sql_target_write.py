@@ -15,7 +15,9 @@ starts to win.
 
     CDC_JARS=... python bench/sql_target_write.py [--rows 100000] [--repeats 3]
 
-The last line is one JSON object.
+It also reports the time each path spends writing (in the dialect's COPY and statements: the
+driver and the server) apart from the rest (Python: rows, decoding, grouping), the part COPY
+can speed up. The last line is one JSON object.
 """
 
 from __future__ import annotations
@@ -28,7 +30,7 @@ import statistics
 import sys
 import time
 from collections import namedtuple
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 from pathlib import Path
 from typing import Any
 from urllib.parse import quote
@@ -37,6 +39,7 @@ sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
 from airflow_cdc.local.postgres import PostgresServer
 from airflow_cdc.spark.targets.sql import SqlTargetSettings, apply_changes, clear_catalog_cache
+from airflow_cdc.spark.targets.sql.postgres import POSTGRES
 
 Row = namedtuple("Row", "table op key after unavailable position")
 MODES = {"decimal.handling.mode": "string"}
@@ -88,9 +91,30 @@ def reset(conn: Any, initial: list[dict[str, str]]) -> None:
     conn.execute("vacuum analyze t")
 
 
+#: Seconds spent in the dialect's writing methods (COPY and statements: the driver and the
+#: server) during the last timed_apply; the rest of its time is Python (rows, decoding, groups).
+WRITING = [0.0]
+
+
+def _timed(method: Callable[..., int]) -> Callable[..., int]:
+    def timed(*args: Any) -> int:
+        start = time.perf_counter()
+        try:
+            return method(*args)
+        finally:
+            WRITING[0] += time.perf_counter() - start
+
+    return timed
+
+
+for _name in ("upsert", "delete", "upsert_staged", "delete_staged", "truncate"):
+    setattr(POSTGRES, _name, _timed(getattr(POSTGRES, _name)))
+
+
 def timed_apply(url: str, rows: list[bytes], **settings: Any) -> tuple[float, dict[str, int]]:
     clear_catalog_cache()  # each run reads the catalog, as a fresh worker would
     gc.collect()
+    WRITING[0] = 0.0
     start = time.perf_counter()
     counts = apply_changes(stream(rows), SqlTargetSettings(url, tables={"src.t": "t"}, modes=MODES, **settings))
     return time.perf_counter() - start, counts
@@ -149,6 +173,7 @@ def main() -> None:
     rows = pickled(listed)
     del listed
     times: dict[str, list[float]] = {"old": [], "new": [], "copy": []}
+    writing: dict[str, list[float]] = {"old": [], "new": []}
     with PostgresServer() as server:
         database = server.create_database("bench")
         auth = quote(server.user) + (":" + quote(server.password) if server.password else "")
@@ -166,10 +191,16 @@ def main() -> None:
                     expected = {"upserted": args.rows - args.rows // 10, "deleted": args.rows // 10}
                     assert {k: counts[k] for k in expected} == expected, counts
                     times[side].append(seconds)
+                    writing[side].append(WRITING[0])
                 print("run: " + ", ".join(f"{s} {t[-1]:.2f}s" for s, t in times.items()), flush=True)
             sizes = [10, 50, 100, 250, 500, 1000, 2500]
             swept = sweep(conn, url, sizes, args.sweep_rows)
     rate = {side: args.rows / statistics.median(t) for side, t in times.items()}
+    write = {side: statistics.median(t) for side, t in writing.items()}
+    print(
+        f"of which writing (COPY, statements: driver and server): old {write['old']:.2f}s, new {write['new']:.2f}s "
+        f"(new/old speed {write['old'] / write['new']:.2f}); the rest is Python (rows, decoding, grouping)"
+    )
     print(
         f"{args.rows} rows, one call: old (statements) {rate['old']:,.0f} rows/s, new (COPY + set-based) "
         f"{rate['new']:,.0f} rows/s, plain COPY {rate['copy']:,.0f} rows/s; new/old {rate['new'] / rate['old']:.2f}, "
@@ -184,6 +215,9 @@ def main() -> None:
                 "new_rows_per_s": round(rate["new"]),
                 "copy_rows_per_s": round(rate["copy"]),
                 "ratio": round(rate["new"] / rate["old"], 3),
+                "old_write_s": round(write["old"], 3),
+                "new_write_s": round(write["new"], 3),
+                "write_ratio": round(write["old"] / write["new"], 3),
                 "new_vs_copy": round(rate["new"] / rate["copy"], 3),
                 "old_vs_copy": round(rate["old"] / rate["copy"], 3),
                 "sweep_rows_per_s": {str(k): v for k, v in swept.items()},
