@@ -23,10 +23,11 @@ class SqlTargetSettings:
     PostgreSQL only: a segment's group of at least ``copy_min_rows`` rows (deletes, or upserts
     writing one column set) goes by COPY into a temporary staging table, then one set-based
     statement (PeerDB's method); smaller groups go by multi-row statements, which cost less
-    below it (``bench/sql_target_write.py``'s sweep: statements ahead up to 250-row segments,
-    COPY from 500 on). ``None``: statements only. ``segment_rows``: at most this many rows per
-    segment where COPY is used (past a few thousand COPY gains little, and a segment's rows held
-    longer make Python's garbage collector scan more).
+    below it (``bench/sql_target_write.py``'s sweep on a busy 2-core machine: statements ahead
+    up to 250-row segments, either ahead at 500, COPY ahead from 1000 on in every run).
+    ``None``: statements only. ``segment_rows``: at most this many rows per segment where COPY
+    is used (past a few thousand COPY gains little, and a segment's rows held longer make
+    Python's garbage collector scan more).
     """
 
     url: str
@@ -34,7 +35,7 @@ class SqlTargetSettings:
     modes: Modes = field(default_factory=Modes)
     batch_size: int = 1000
     add_position_column: bool = True
-    copy_min_rows: int | None = 500
+    copy_min_rows: int | None = 1000
     segment_rows: int = 10_000
 
     def __post_init__(self) -> None:
