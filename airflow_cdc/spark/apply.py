@@ -115,7 +115,7 @@ def parser() -> argparse.ArgumentParser:
     p.add_argument("--checkpoint", help="Spark's checkpoint directory for this job (required)")
     p.add_argument("--table-map", action="append", default=[], metavar="SOURCE_TABLE=TARGET_TABLE")
     p.add_argument("--lane-group", action="append", default=[], metavar="T1,T2,...")
-    p.add_argument("--lanes", type=int, default=2, help="tables (or groups) applied in parallel")
+    p.add_argument("--lanes", type=int, default=2, help="write tasks in parallel (a table's keys spread over them)")
     p.add_argument("--setting", action="append", default=[], metavar="KEY=VALUE", help="the connector's value modes")
     p.add_argument("--trigger", choices=("available-now", "continuous"), default="available-now")
     p.add_argument("--max-duration", type=float, help="seconds a continuous run lasts")
@@ -231,22 +231,23 @@ def _env_kafka_options() -> dict[str, str]:
 def batch_writer(job: ApplyJob, totals: Totals) -> Callable[[Any, int], None]:
     """The ``foreachBatch`` function: transforms, lanes, target; totals counted on the driver."""
     from airflow_cdc.spark.targets import target_for
-    from airflow_cdc.spark.transforms import flatten, for_lanes, latest_changes
+    from airflow_cdc.spark.transforms import laned_latest, parse, row_changes
 
     target = target_for(job.target_url, job.table_map, job.settings)
 
     def write(batch: Any, batch_id: int) -> None:
-        batch = batch.persist()
+        # Cached parsed, not raw: the steps after it read the changes several times (``parse``).
+        parsed = parse(batch).persist()
         try:
-            records = batch.count()
+            records = parsed.count()
             if records:
-                laned = for_lanes(latest_changes(flatten(batch)), job.lanes, job.lane_groups)
+                laned = laned_latest(row_changes(parsed), job.lanes, job.lane_groups)
                 totals.add(target.apply(laned))
             totals.batches += 1
             totals.records += records
             print(f"applied batch {batch_id}: {records} records", file=sys.stderr, flush=True)
         finally:
-            batch.unpersist()
+            parsed.unpersist()
 
     return write
 

@@ -66,14 +66,24 @@ def flatten(raw: DataFrame) -> DataFrame:
 
     Tombstones, heartbeats and ``op=m`` messages carry no row change and are dropped.
     """
-    parsed = raw.where(F.col("value").isNotNull()).select(
+    return row_changes(parse(raw))
+
+
+def parse(raw: DataFrame) -> DataFrame:
+    """Raw records → ``flatten``'s columns, one row per record (``op`` null for a tombstone).
+
+    The job caches this frame: the steps after it read the batch's changes several times (the
+    truncate cut, the keys with unchanged TOASTed values, the last change per key), and each read
+    of the raw frame would parse every record's JSON again. Parsing is most of a batch's CPU.
+    """
+    parsed = raw.select(
         "partition",
         "offset",
         _unwrap(F.col("key")).alias("key"),
         F.from_json(_unwrap(F.col("value")), _ENVELOPE).alias("e"),
     )
     source = F.col("e.source")
-    return parsed.where(F.col("e.op").isin(*_APPLIED_OPS)).select(
+    return parsed.select(
         F.concat_ws(".", F.coalesce(source["schema"], source["db"]), source["table"]).alias("table"),
         F.col("e.op").alias("op"),
         F.when(F.col("e.op") != "t", F.col("key")).alias("key"),
@@ -82,6 +92,11 @@ def flatten(raw: DataFrame) -> DataFrame:
         "partition",
         "offset",
     )
+
+
+def row_changes(parsed: DataFrame) -> DataFrame:
+    """``parse``'s rows that change the table (not tombstones, heartbeats, ``op=m``)."""
+    return parsed.where(F.col("op").isin(*_APPLIED_OPS))
 
 
 def _merge_unchanged(changes: Column) -> Column:
@@ -110,6 +125,16 @@ def latest_changes(changes: DataFrame) -> DataFrame:
     Output: the latest frame (``frames.py``). Changes of a table that precede its last TRUNCATE
     in the batch are dropped; the TRUNCATE row stays so the target empties the table first.
     """
+    return _latest(changes).drop(_TRUNCATED)
+
+
+#: ``_latest``'s extra column: the table has a TRUNCATE in this batch (``for_lanes``).
+_TRUNCATED = "_truncated"
+
+
+def _latest(changes: DataFrame) -> DataFrame:
+    """``latest_changes`` with ``_truncated`` per row, known where the cut is made (no second
+    pass over the batch to find the truncated tables)."""
     ordered = changes.withColumn("_order", F.struct("position", "partition", "offset"))
     # A small per-table frame joined back (broadcast): a window over the table would put all of
     # a big table's changes into one task.
@@ -117,6 +142,7 @@ def latest_changes(changes: DataFrame) -> DataFrame:
     kept = (
         ordered.join(F.broadcast(cuts), "table", "left")
         .where(F.col("_cut").isNull() | (F.col("_order") >= F.col("_cut")))
+        .withColumn(_TRUNCATED, F.col("_cut").isNotNull())
         .drop("_cut")
     )
     truncates = (
@@ -130,6 +156,7 @@ def latest_changes(changes: DataFrame) -> DataFrame:
             F.lit(None).cast("map<string,string>").alias("after"),
             F.array().cast("array<string>").alias("unavailable"),
             "position",
+            F.lit(True).alias(_TRUNCATED),
         )
     )
     changed = kept.where(F.col("op") != "t")
@@ -139,7 +166,8 @@ def latest_changes(changes: DataFrame) -> DataFrame:
     toasted_keys = F.broadcast(toasted.select("table", "key").distinct())
     plain = (
         changed.join(toasted_keys, ["table", "key"], "left_anti")
-        .groupBy("table", "key")
+        # _truncated depends on the table alone: grouping by it too only carries it through.
+        .groupBy("table", "key", _TRUNCATED)
         .agg(F.max_by(F.struct("op", "after", "position"), "_order").alias("last"))
         .select(
             "table",
@@ -148,6 +176,7 @@ def latest_changes(changes: DataFrame) -> DataFrame:
             F.when(F.col("last.op") != "d", F.col("last.after")).alias("after"),
             F.array().cast("array<string>").alias("unavailable"),
             F.col("last.position").alias("position"),
+            _TRUNCATED,
         )
     )
     return truncates.unionByName(plain).unionByName(_folded(changed.join(toasted_keys, ["table", "key"], "left_semi")))
@@ -156,7 +185,7 @@ def latest_changes(changes: DataFrame) -> DataFrame:
 def _folded(changed: DataFrame) -> DataFrame:
     """The last change per key with each unchanged-TOAST column taken from the key's latest
     earlier change in the batch; columns still unresolved are listed in ``unavailable``."""
-    grouped = changed.groupBy("table", "key").agg(
+    grouped = changed.groupBy("table", "key", _TRUNCATED).agg(
         F.array_sort(F.collect_list(F.struct("_order", "op", "after", "position")), _by_order).alias("changes")
     )
     last = F.element_at("changes", -1)
@@ -166,6 +195,7 @@ def _folded(changed: DataFrame) -> DataFrame:
         "key",
         F.when(last["op"] != "d", _merge_unchanged(F.col("changes"))).alias("after"),
         last["position"].alias("position"),
+        _TRUNCATED,
     )
     return merged.select(
         "table",
@@ -177,6 +207,7 @@ def _folded(changed: DataFrame) -> DataFrame:
             F.array().cast("array<string>"),
         ).alias("unavailable"),
         "position",
+        _TRUNCATED,
     )
 
 
@@ -192,12 +223,39 @@ def lane_of(tables: Column, groups: dict[str, str]) -> Column:
     return lane
 
 
+def laned_latest(changes: DataFrame, lanes: int, groups: dict[str, str] | None = None) -> DataFrame:
+    """``flatten``'s changes → the latest frame spread for the target (``for_lanes``): what the job writes."""
+    return for_lanes(_latest(changes), lanes, groups)
+
+
 def for_lanes(latest: DataFrame, lanes: int, groups: dict[str, str] | None = None) -> DataFrame:
-    """Spread the latest frame over ``lanes`` Spark partitions by lane, each lane in source
-    order across its tables (a TRUNCATE precedes the table's remaining changes: they are newer)."""
-    with_lane = latest.withColumn("_lane", lane_of(F.col("table"), groups or {}))
+    """Spread the latest frame over ``lanes`` Spark partitions (one write task, one target
+    transaction each), sorted within each by lane, then source order, a TRUNCATE first.
+
+    Keys are independent: the latest frame holds one change per key, and the target's position
+    guard makes each change commute with every other key's. So a table's keys spread over all
+    partitions by a hash of (table, key), and a one-table batch is written by ``lanes`` tasks.
+    Two things stay whole, in one partition:
+
+    - a lane group (seed 002: a parent and its children), whose tables apply in source order;
+    - a table with a TRUNCATE in this batch. The guarded truncate (delete what is older than its
+      position) would commute too, but in its own transaction it locks every older row of the
+      table while the other partitions' upserts lock their keys' rows: two transactions waiting on
+      each other (PostgreSQL aborts one, the batch fails). In one partition, it runs first, then
+      the table's changes, in one transaction, as before; such batches are rare.
+    """
+    groups = groups or {}
+    if _TRUNCATED not in latest.columns:  # a plain latest frame: find its truncated tables
+        truncated = latest.where(F.col("op") == "t").select("table").distinct().withColumn(_TRUNCATED, F.lit(True))
+        latest = latest.join(F.broadcast(truncated), "table", "left")
+    lane = lane_of(F.col("table"), groups)
+    whole = F.coalesce(F.col(_TRUNCATED), F.lit(False))
+    if groups:
+        whole = whole | F.col("table").isin(*groups)
+    spread = F.when(whole, lane).otherwise(F.concat_ws("\u0000", F.col("table"), F.col("key")))
     return (
-        with_lane.repartition(lanes, "_lane")
+        latest.withColumn("_lane", lane)
+        .repartition(lanes, spread)
         .sortWithinPartitions("_lane", "position", (F.col("op") != "t"))
-        .drop("_lane")
+        .drop("_lane", _TRUNCATED)
     )

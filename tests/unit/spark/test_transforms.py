@@ -203,8 +203,23 @@ def test_a_binlog_file_without_a_numeric_suffix_orders_as_index_zero(spark: Any)
     assert row[5] == "0" * 32
 
 
-def test_lanes_keep_a_table_in_one_partition_truncate_first(spark: Any) -> None:
-    from airflow_cdc.spark.transforms import flatten, for_lanes, latest_changes
+def test_lanes_spread_a_tables_keys_over_the_partitions_each_in_source_order(spark: Any) -> None:
+    from airflow_cdc.spark.transforms import flatten, for_lanes, laned_latest, latest_changes
+
+    frame = raw(spark, [(k, pg_event("c", k, {"id": k}, (10, 10 + k))) for k in range(1, 200)])
+    for laned in (laned_latest(flatten(frame), 4), for_lanes(latest_changes(flatten(frame)), 4)):
+        parts = [p for p in laned.rdd.glom().collect() if p]
+        assert len(parts) == 4  # one table, four write tasks
+        assert sorted(r.key for p in parts for r in p) == sorted(json.dumps({"id": k}) for k in range(1, 200))
+        for part in parts:
+            positions = [r.position for r in part]
+            assert positions == sorted(positions)
+
+
+def test_a_table_truncated_in_the_batch_stays_in_one_partition_truncate_first(spark: Any) -> None:
+    """Its guarded delete, in a transaction of its own, would lock the rows other partitions'
+    upserts lock (``for_lanes``): the table applies as one transaction, the truncate first."""
+    from airflow_cdc.spark.transforms import flatten, for_lanes, laned_latest, latest_changes
 
     truncate = json.dumps(
         {
@@ -212,10 +227,21 @@ def test_lanes_keep_a_table_in_one_partition_truncate_first(spark: Any) -> None:
             "source": {"schema": "inventory", "table": "customers", "snapshot": "false", "sequence": '["5","6"]'},
         }
     )
-    frame = raw(spark, [(k, pg_event("c", k, {"id": k}, (10, 10 + k))) for k in range(1, 40)] + [(0, truncate)])
-    laned = for_lanes(latest_changes(flatten(frame)), 4)
-    parts = [p for p in laned.rdd.glom().collect() if p]
-    assert len(parts) == 1
-    assert parts[0][0].op == "t"
-    positions = [r.position for r in parts[0][1:]]
-    assert positions == sorted(positions)
+    other = json.dumps(
+        {
+            "op": "c",
+            "after": {"id": 1},
+            "source": {"schema": "inventory", "table": "orders", "snapshot": "false", "sequence": '["5","7"]'},
+        }
+    )
+    records = [(k, pg_event("c", k, {"id": k}, (10, 10 + k))) for k in range(1, 40)] + [(0, truncate)]
+    frame = raw(spark, records).union(raw(spark, [(k, other.replace('"id": 1', f'"id": {k}')) for k in range(60)]))
+    for laned in (laned_latest(flatten(frame), 4), for_lanes(latest_changes(flatten(frame)), 4)):
+        parts = [p for p in laned.rdd.glom().collect() if p]
+        truncated = [p for p in parts if any(r.table == T for r in p)]
+        assert len(truncated) == 1
+        mine = [r for r in truncated[0] if r.table == T]
+        assert mine[0].op == "t" and len(mine) == 40
+        positions = [r.position for r in mine[1:]]
+        assert positions == sorted(positions)
+        assert len([p for p in parts if any(r.table == "inventory.orders" for r in p)]) > 1  # not truncated
