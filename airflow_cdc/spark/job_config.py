@@ -214,7 +214,7 @@ class ApplyConfig(_Group):
     table_map: Mapping[str, str] = field(default_factory=dict)
     #: Lists of related tables applied in one lane, in source order.
     lane_groups: Sequence[Sequence[str]] = ()
-    #: How many tables (or groups) apply in parallel.
+    #: Write tasks in parallel: a table's keys spread over them (a lane group stays in one).
     lanes: int = 2
     #: The capturing connector's value modes (``decimal.handling.mode``, ...).
     settings: Mapping[str, str] = field(default_factory=dict)
