@@ -53,8 +53,9 @@ class SparkApply:
             f"--topics={topics}",
             f"--checkpoint={self.work / 'checkpoint'}",
             "--trigger=continuous",
+            # No --max-records-per-batch: the job turns it into files per batch (1 per 1000
+            # records), and the engine publishes small segments every 200 ms here.
             "--max-duration=3600",
-            "--max-records-per-batch=2000",
         ]
         env = {**os.environ, TARGET_URL_ENV: self.url, "CDC_SPARK_MASTER": "local[2]"}
         env["PYTHONPATH"] = os.pathsep.join(filter(None, [str(REPO), env.get("PYTHONPATH")]))
@@ -95,7 +96,9 @@ class SparkApply:
         """The target's rows, without the job's own bookkeeping column (``_cdc_position``, the
         position of the change a row was last set by)."""
         dsn = self.server.dsn(TARGET_DATABASE)
-        images = source_image(Postgres(lambda: psycopg.connect(dsn)))
+        # Each table in a transaction of its own: the job alters them (adding its column), and a
+        # read holding one table's lock while waiting for another's would deadlock with it.
+        images = source_image(Postgres(lambda: psycopg.connect(dsn, autocommit=True)))
         for rows in images.values():
             for row in rows.values():
                 row.pop(POSITION_COLUMN, None)
