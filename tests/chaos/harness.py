@@ -48,6 +48,11 @@ class Scenario:
     #: A known engine defect the scenario hits: it is expected to fail (strict xfail).
     defect: str = ""
 
+    def __post_init__(self) -> None:
+        wrong = [fault.name for fault in self.pool if self.source not in fault.sources]
+        if wrong:
+            raise ValueError(f"scenario {self.name}: {', '.join(wrong)} cannot act on {self.source}")
+
     def __str__(self) -> str:
         return self.name
 

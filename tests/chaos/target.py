@@ -5,7 +5,8 @@ Replaying follows Debezium's contract for consumers: ``c``/``r``/``u`` set the r
 (a column holding the unavailable-value placeholder - an unchanged TOASTed value - keeps what the
 row had), ``d`` removes it, ``t`` empties the table, a tombstone and the signal table's rows
 change nothing. A repeat is an event whose identity - table, source position, key, op - was
-replayed before; snapshot reads (``r``) have no position and are told apart by table and key.
+replayed before; snapshot reads (``r``) have no position and are told apart by table, key and
+snapshot (the initial one, an incremental one).
 
 Readers: :class:`ChangelogReader` takes each published segment once (segments are immutable
 once renamed into place); :class:`KafkaReader` reads every partition of the prefix's topics from
@@ -60,8 +61,11 @@ class Replay:
 
     def _count(self, table: str, source: dict[str, Any], key: str, op: str) -> None:
         if op == "r":
+            # A row read again by the same snapshot; an incremental snapshot reads every row the
+            # initial one read once more, by design.
             self.reads += 1
-            identity: tuple[Any, ...] = (table, key, "r")
+            kind = "incremental" if source.get("snapshot") == "incremental" else "initial"
+            identity: tuple[Any, ...] = (table, key, "r", kind)
         else:
             where = tuple(source.get(name) for name in ("lsn", "file", "pos", "row"))
             identity = (table, *where, key, op)
