@@ -112,7 +112,9 @@ class OffsetsUnavailable(Fault):
     """The offset store's file system read-only (a tmpfs remounted ``ro``) for a while."""
 
     name = "offsets file unavailable"
-    restarts_engine = True
+    #: The engine retries the commit (status RETRYING) and goes on: a restart by its supervisor
+    #: would fail the scenario. What was delivered meanwhile is committed at the next commit, so
+    #: nothing repeats unless a later fault restarts the engine.
     repeats = True
 
     def inject(self, h: Any) -> None:
@@ -126,10 +128,10 @@ class ChangelogDiskFull(Fault):
     """The changelog's file system (a small tmpfs) filled up but for a page or two, when a big
     row (40 kB) comes, with every earlier segment published: that row's line is the write that
     runs out of space, part-way. Held until the engine has run into the full disk (its log
-    says so); freed at once - while the engine may still be stopping because of it."""
+    says so); freed at once. The sink writes the segment again from its records until there is
+    room (status RETRYING): the engine must not exit."""
 
     name = "changelog disk full"
-    restarts_engine = True
     repeats = True
     #: Pages left free (a range drawn from the seed): the big line's write starts, then fails.
     leave_pages: ClassVar[tuple[int, int]] = (1, 3)
@@ -161,6 +163,9 @@ class PgRestartImmediate(ServerDown):
 
     name = "pg restart -m immediate"
     sources = ("postgres",)
+    #: The server sends again from the slot's confirmed position, behind what was delivered (as
+    #: to Debezium): what was delivered after the last commit comes again.
+    repeats = True
 
     def inject(self, h: Any) -> None:
         from airflow_cdc.local.postgres import _as_postgres
@@ -180,6 +185,9 @@ class PgTerminateWalsender(Fault):
 
     name = "pg_terminate_backend walsender"
     sources = ("postgres",)
+    #: The server sends again from the slot's confirmed position, behind what was delivered (as
+    #: to Debezium): what was delivered after the last commit comes again.
+    repeats = True
 
     def inject(self, h: Any) -> None:
         query = (
@@ -195,6 +203,8 @@ class PgTerminateReaders(Fault):
 
     name = "pg_terminate_backend readers"
     sources = ("postgres",)
+    #: The catalog connection is among them: the stream is reopened with it (see above).
+    repeats = True
 
     def inject(self, h: Any) -> None:
         query = (

@@ -26,16 +26,9 @@ from tests.chaos.faults import (
 )
 from tests.chaos.harness import Scenario
 
-PG_RECONNECT = "PostgreSQL never reopens a replication connection the server ended (defect 1)"
-READER_RECONNECT = "an incremental snapshot's reader connection is never reopened after being killed (defect 2)"
-ENOSPC = "after ENOSPC the changelog sink may publish a segment with a cut line (defect 3)"
 NOT_NULL = (
     "the Spark apply job's PostgreSQL upsert sends NULL for a TOASTed column an update left unchanged: "
     "a NOT NULL column (docs.body) fails the batch (NotNullViolation) and the driver exits"
-)
-REUSED = (
-    "after ENOSPC on a new segment's first line the changelog sink publishes the segment empty, and the "
-    "next run publishes its own under the same name: a reader that took the empty one loses those rows"
 )
 
 SCENARIOS = (
@@ -48,13 +41,11 @@ SCENARIOS = (
     Scenario("pg-spark-not-null-toast", "postgres", (SparkDriverKill,), faults=1, apply="same", defect=NOT_NULL),
     Scenario("pg-connect-worker-kill", "postgres", (ConnectWorkerKill,), faults=2, sink="kafka", pipeline="connect"),
     Scenario("pg-mixed", "postgres", (EngineKill, ConsumerFarBehind, OffsetsUnavailable), faults=5, incremental=True),
-    Scenario("pg-restart-immediate", "postgres", (PgRestartImmediate,), faults=2, defect=PG_RECONNECT),
-    Scenario("pg-terminate-walsender", "postgres", (PgTerminateWalsender,), faults=2, defect=PG_RECONNECT),
-    Scenario(
-        "pg-terminate-readers", "postgres", (PgTerminateReaders,), faults=2, incremental=True, defect=READER_RECONNECT
-    ),
-    Scenario("pg-changelog-disk-full", "postgres", (ChangelogDiskFull,), faults=2, defect=ENOSPC),
-    Scenario("pg-changelog-disk-full-no-room", "postgres", (ChangelogDiskFullNoRoom,), faults=2, defect=REUSED),
+    Scenario("pg-restart-immediate", "postgres", (PgRestartImmediate,), faults=2),
+    Scenario("pg-terminate-walsender", "postgres", (PgTerminateWalsender,), faults=2),
+    Scenario("pg-terminate-readers", "postgres", (PgTerminateReaders,), faults=2, incremental=True),
+    Scenario("pg-changelog-disk-full", "postgres", (ChangelogDiskFull,), faults=2),
+    Scenario("pg-changelog-disk-full-no-room", "postgres", (ChangelogDiskFullNoRoom,), faults=2),
     Scenario("mariadb-engine-kill", "mariadb", (EngineKill,), faults=3),
     Scenario("mariadb-hard-restart", "mariadb", (MariaDbHardRestart,), faults=2, quick=True),
     Scenario("mariadb-kill-binlog", "mariadb", (MariaDbKillBinlog,), faults=3, quick=True),
@@ -67,8 +58,8 @@ SCENARIOS = (
         faults=5,
         incremental=True,
     ),
-    Scenario("mariadb-changelog-disk-full", "mariadb", (ChangelogDiskFull,), faults=2, defect=ENOSPC),
-    Scenario("mariadb-changelog-disk-full-no-room", "mariadb", (ChangelogDiskFullNoRoom,), faults=2, defect=REUSED),
+    Scenario("mariadb-changelog-disk-full", "mariadb", (ChangelogDiskFull,), faults=2),
+    Scenario("mariadb-changelog-disk-full-no-room", "mariadb", (ChangelogDiskFullNoRoom,), faults=2),
 )
 
 
