@@ -85,13 +85,19 @@ def connect(conninfo: str, **kwargs: Any) -> psycopg.Connection[tuple[Any, ...]]
     try:
         return psycopg.connect(conninfo, autocommit=True, **kwargs)
     except psycopg.OperationalError as exc:
-        for refusal, settings in _TLS_REFUSALS:  # neither can a retry mend a certificate
-            if refusal.search(str(exc)):
-                raise CdcError(f"PostgreSQL refused the TLS connection: {exc}; fix {settings}") from exc
-        fix = refusal_fix(exc)
-        if fix is not None:
-            raise CdcError(f"PostgreSQL refused the connection: {str(exc).strip()}; {fix}") from exc
-        raise RetriableError(f"cannot connect to PostgreSQL: {str(exc).strip()}") from exc
+        raise connect_failure(exc) from exc
+
+
+def connect_failure(exc: psycopg.OperationalError, doing: str = "cannot connect to PostgreSQL") -> CdcError:
+    """The engine's error for a failed connect: CdcError naming the fix for a refusal (a
+    certificate, a login), RetriableError (``doing: ...``) for what a retry may mend."""
+    for refusal, settings in _TLS_REFUSALS:  # neither can a retry mend a certificate
+        if refusal.search(str(exc)):
+            return CdcError(f"PostgreSQL refused the TLS connection: {exc}; fix {settings}")
+    fix = refusal_fix(exc)
+    if fix is not None:
+        return CdcError(f"PostgreSQL refused the connection: {str(exc).strip()}; {fix}")
+    return RetriableError(f"{doing}: {str(exc).strip()}")
 
 
 def refusal_fix(exc: psycopg.Error) -> str | None:

@@ -7,7 +7,6 @@ from __future__ import annotations
 from collections.abc import Mapping
 from typing import Any
 
-from airflow_cdc.engine.errors import CdcError, RetriableError
 from airflow_cdc.engine.sources.database import SourceDatabase, single_name
 from airflow_cdc.engine.sources.postgres.task_config import TLS_FILES
 
@@ -41,12 +40,10 @@ class PostgresDatabase(SourceDatabase):
             with self.connect(config, password, database=str(config.get("database.dbname") or "postgres")) as conn:
                 row = conn.execute("select pg_current_wal_lsn()::text").fetchone()
         except psycopg.OperationalError as exc:
-            from airflow_cdc.engine.sources.postgres.connect_errors import refusal_fix
+            from airflow_cdc.engine.sources.postgres.connect_errors import connect_failure
 
-            fix = refusal_fix(exc)  # a refused login is no reason to try again
-            if fix is not None:
-                raise CdcError(f"PostgreSQL refused the connection: {str(exc).strip()}; {fix}") from exc
-            raise RetriableError(f"cannot read the source's position: {exc}") from exc
+            # A refused login or certificate is no reason to try again.
+            raise connect_failure(exc, "cannot read the source's position") from exc
         assert row is not None
         return str(row[0])
 
