@@ -26,9 +26,10 @@ from tests.chaos.faults import (
 )
 from tests.chaos.harness import Scenario
 
+# "defect N: what" - the README's table shows "defect N" (1-4, the engine's, are fixed).
 NOT_NULL = (
-    "the Spark apply job's PostgreSQL upsert sends NULL for a TOASTed column an update left unchanged: "
-    "a NOT NULL column (docs.body) fails the batch (NotNullViolation) and the driver exits"
+    "defect 5: the Spark apply job's PostgreSQL upsert sends NULL for a TOASTed column an update left "
+    "unchanged: a NOT NULL column (docs.body) fails the batch (NotNullViolation) and the driver exits"
 )
 
 SCENARIOS = (

@@ -63,8 +63,9 @@ class SparkApply:
         with open(self.log_path, "ab") as log:
             log.write(f"--- start {self.starts + 1}\n".encode())
             self._started_at = log.tell()
+            # A session of its own: whatever Spark signals to its process group stays there.
             self.process = subprocess.Popen(
-                args, stdin=subprocess.DEVNULL, stdout=log, stderr=subprocess.STDOUT, env=env
+                args, stdin=subprocess.DEVNULL, stdout=log, stderr=subprocess.STDOUT, env=env, start_new_session=True
             )
         self.starts += 1
 

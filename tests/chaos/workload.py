@@ -34,8 +34,8 @@ APPLICATION = "chaos-workload"
 
 
 class Flavour:
-    """What differs between the two databases: DDL, placeholders, how to wipe, what a lost
-    connection looks like."""
+    """What differs between the two databases: DDL, how to wipe a table, what a lost connection
+    looks like."""
 
     name = ""
     ddl: tuple[str, ...] = ()
@@ -65,7 +65,7 @@ class MariaDB(Flavour):
     ddl = (
         "create table accounts (id int primary key, owner varchar(64) not null, balance int not null)",
         "create table ledger (id int primary key, account int not null, amount int not null, memo varchar(64))",
-        "create table docs (id int primary key, title varchar(64) not null, body mediumtext not null)",
+        "create table docs (id int primary key, title varchar(255) not null, body mediumtext not null)",
         f"create table {SIGNAL_TABLE} (id varchar(42) primary key, type varchar(32) not null, data varchar(2048))",
     )
     wipe = "delete from ledger"
