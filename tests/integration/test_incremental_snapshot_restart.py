@@ -5,8 +5,6 @@ connections - is opened again, the snapshot completes and the target equals the 
 
 from __future__ import annotations
 
-from collections.abc import Iterator
-
 import pytest
 
 from airflow_cdc.engine import Engine
@@ -20,17 +18,6 @@ from .test_postgres_connection_loss import RestartProofLoad, crash_and_restart
 pytestmark = pytest.mark.integration
 
 ROWS = 3000
-
-
-@pytest.fixture(scope="module")
-def own_pg() -> Iterator[PostgresServer]:
-    """A server of this module's own: the test crashes and restarts it."""
-    server = PostgresServer()
-    try:
-        server.start()
-        yield server
-    finally:
-        server.close()
 
 
 def test_an_incremental_snapshot_completes_through_a_server_restart(own_pg: PostgresServer) -> None:

@@ -12,7 +12,7 @@ import os
 import subprocess
 import threading
 import time
-from collections.abc import Callable, Iterator
+from collections.abc import Callable
 from typing import Any
 
 import psycopg
@@ -288,17 +288,6 @@ def test_the_wal_sender_of_a_vanished_client_is_ended(pg_server, pg_database):
     finally:
         link.close()
         relay.close()
-
-
-@pytest.fixture(scope="module")
-def own_pg() -> Iterator[PostgresServer]:
-    """A server of this module's own: the test crashes and restarts it."""
-    server = PostgresServer()
-    try:
-        server.start()
-        yield server
-    finally:
-        server.close()
 
 
 def crash_and_restart(server: PostgresServer) -> None:
