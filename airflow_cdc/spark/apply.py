@@ -231,7 +231,7 @@ def _env_kafka_options() -> dict[str, str]:
 def batch_writer(job: ApplyJob, totals: Totals) -> Callable[[Any, int], None]:
     """The ``foreachBatch`` function: transforms, lanes, target; totals counted on the driver."""
     from airflow_cdc.spark.targets import target_for
-    from airflow_cdc.spark.transforms import laned_latest, parse, row_changes
+    from airflow_cdc.spark.transforms import batch_facts, laned_latest, parse, row_changes
 
     target = target_for(job.target_url, job.table_map, job.settings)
 
@@ -239,9 +239,10 @@ def batch_writer(job: ApplyJob, totals: Totals) -> Callable[[Any, int], None]:
         # Cached parsed, not raw: the steps after it read the changes several times (``parse``).
         parsed = parse(batch).persist()
         try:
-            records = parsed.count()
+            facts = batch_facts(parsed)
+            records = facts.records
             if records:
-                laned = laned_latest(row_changes(parsed), job.lanes, job.lane_groups)
+                laned = laned_latest(row_changes(parsed), job.lanes, job.lane_groups, facts)
                 totals.add(target.apply(laned))
             totals.batches += 1
             totals.records += records

@@ -245,3 +245,42 @@ def test_a_table_truncated_in_the_batch_stays_in_one_partition_truncate_first(sp
         positions = [r.position for r in mine[1:]]
         assert positions == sorted(positions)
         assert len([p for p in parts if any(r.table == "inventory.orders" for r in p)]) > 1  # not truncated
+
+
+def _laned_rows(laned: Any) -> list[tuple[Any, ...]]:
+    return sorted(
+        (r.table, r.op, r.key or "", sorted((r.after or {}).items()), sorted(r.unavailable), r.position)
+        for r in laned.collect()
+    )
+
+
+@pytest.mark.parametrize("kind", ["plain", "truncate", "toast"])
+def test_the_batch_facts_plan_gives_the_general_plans_rows(spark: Any, kind: str) -> None:
+    """``batch_facts`` finds a batch's TRUNCATE and TOAST placeholders, and the plan it lets the
+    job build (only the last change per key when there are neither) writes the same rows."""
+    from airflow_cdc.spark.transforms import batch_facts, flatten, laned_latest, parse
+
+    records = [
+        (k % 7, pg_event("u" if k >= 7 else "c", k % 7, {"id": k % 7, "n": str(k)}, (10, 10 + k))) for k in range(30)
+    ]
+    if kind == "truncate":
+        truncate = {"op": "t", "source": {"schema": "inventory", "table": "customers", "sequence": '["5","25"]'}}
+        records.insert(15, (0, json.dumps(truncate)))
+    if kind == "toast":
+        records.append((3, pg_event("u", 3, {"id": 3, "n": UNAVAILABLE_PLACEHOLDER}, (10, 99))))
+    frame = raw(spark, records)
+    facts = batch_facts(parse(frame))
+    assert (facts.records, facts.truncates, facts.toasted) == (len(records), kind == "truncate", kind == "toast")
+    assert _laned_rows(laned_latest(flatten(frame), 3, facts=facts)) == _laned_rows(laned_latest(flatten(frame), 3))
+
+
+def test_without_a_truncate_or_placeholder_the_plan_has_one_grouping(spark: Any) -> None:
+    """The point of the facts: no broadcast joins for the truncate cut and the TOAST keys (each
+    was a Spark job of its own; a small batch spent most of its time starting them)."""
+    from airflow_cdc.spark.transforms import BatchFacts, flatten, laned_latest
+
+    frame = raw(spark, [(k, pg_event("c", k, {"id": k}, (10, 10 + k))) for k in range(5)])
+    lean = laned_latest(flatten(frame), 2, facts=BatchFacts(5, False, False))._jdf.queryExecution().toString()
+    full = laned_latest(flatten(frame), 2)._jdf.queryExecution().toString()
+    assert "Join" not in lean.split("== Optimized Logical Plan ==")[1]
+    assert "Join" in full.split("== Optimized Logical Plan ==")[1]
