@@ -7,6 +7,7 @@ from airflow_cdc.engine.config import ConfigDef, Field
 from airflow_cdc.engine.signals.channels import SIGNAL_FIELDS
 from airflow_cdc.engine.snapshots.coordinator import INCREMENTAL_SNAPSHOT_FIELDS
 from airflow_cdc.engine.sources.patterns import RegexList
+from airflow_cdc.engine.transaction_monitor import TRANSACTION_FIELDS
 
 POSTGRES_CONFIG = ConfigDef(
     [
@@ -98,6 +99,7 @@ POSTGRES_CONFIG = ConfigDef(
             "data varchar(2048)).",
         ),
         *SIGNAL_FIELDS,
+        *TRANSACTION_FIELDS,
         *INCREMENTAL_SNAPSHOT_FIELDS,
         Field(
             "read.only",

@@ -22,7 +22,6 @@ from airflow_cdc.engine.sources.postgres import catalog as cat
 from airflow_cdc.engine.sources.postgres import connect_errors, pgoutput
 from airflow_cdc.engine.sources.postgres.changes import (
     HEARTBEAT_PREFIX,
-    ChangeBuilder,
     TableSchema,
     plan_table,
 )
@@ -34,6 +33,7 @@ from airflow_cdc.engine.sources.postgres.publication import ensure_publication
 from airflow_cdc.engine.sources.postgres.snapshot import SnapshotReader
 from airflow_cdc.engine.sources.postgres.stream import ReplicationStream, SlotActiveError
 from airflow_cdc.engine.sources.postgres.task_config import TASK_DATABASE, TASK_SEVERAL, PostgresTaskConfig
+from airflow_cdc.engine.sources.postgres.transactions import change_builder
 
 log = logging.getLogger(__name__)
 
@@ -109,7 +109,8 @@ class PostgresTask(SourceTask):
         self.catalog = cat.Catalog(self.catalog_conn)
         self.modes = modes = task.modes
         offset = context.offset(self.partition)
-        self.builder = ChangeBuilder(
+        self.builder = change_builder(
+            task.transaction_topic,
             server=prefix,
             database=self.database,
             partition=self.partition,

@@ -82,6 +82,13 @@ class PostgresTaskConfig:
         return ".".join(parts)
 
     @property
+    def transaction_topic(self) -> str | None:
+        """Debezium's ``<topic.prefix>.<topic.transaction>`` when ``provide.transaction.metadata``."""
+        if not self.settings["provide.transaction.metadata"]:
+            return None
+        return f"{self.prefix}.{self.settings['topic.transaction']}"
+
+    @property
     def signal_table(self) -> tuple[str, str] | None:
         """``signal.data.collection`` as (schema, table); ``table`` alone means ``public.table``."""
         name = str(self.settings["signal.data.collection"])
