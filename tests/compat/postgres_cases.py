@@ -292,6 +292,18 @@ STREAM: list[list[str]] = [
     ["insert into no_key values ('with a message', 10)", "select pg_logical_emit_message(true, 'app', 'in a tx')"],
     ["select pg_logical_emit_message(false, 'app', '\\x00ff'::bytea)"],
     ["insert into composite_key values (3, 'three', 'y')"],
+    # One transaction over five tables, some several times, with a key change and a delete: the
+    # transaction metadata's per-table order and the order of its END's data_collections.
+    [
+        "insert into no_key values ('many', 11)",
+        "insert into composite_key values (4, 'four', 'z')",
+        "insert into nothing_identity values (2, 'm')",
+        "update composite_key set v = 'zz' where a = 4",
+        "insert into no_key values ('many 2', 12)",
+        "insert into keyless_full values ('m', 3)",
+        "update composite_key set a = 5 where a = 4",
+        "delete from full_identity where id = 1",
+    ],
 ]
 
 #: The last transaction: once each capture emitted it, it has emitted everything before it.

@@ -53,6 +53,8 @@ VARIANTS = (
         "unknown-types-hstore-map",
         {"include.unknown.datatypes": "true", "hstore.handling.mode": "map", "binary.handling.mode": "hex"},
     ),
+    # The transaction topic and every event's transaction block; TRUNCATE emitted so it counts.
+    Variant("transaction-metadata", {"provide.transaction.metadata": "true", "skipped.operations": "none"}),
 )
 
 #: Set to a file path to write both sides' events there as JSON.
