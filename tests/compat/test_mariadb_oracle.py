@@ -51,6 +51,9 @@ VARIANTS = (
             "tombstones.on.delete": "false",
         },
     ),
+    # The transaction topic (a DDL's GTID begins a transaction that never ends, in both) and
+    # every event's transaction block.
+    Variant("transaction-metadata", {"provide.transaction.metadata": "true"}),
 )
 
 #: Set to a file path to write both sides' events there as JSON.

@@ -37,6 +37,7 @@ import pymysql
 from airflow_cdc.engine import mysql_client
 from airflow_cdc.engine.errors import CdcError, MissingDependencyError, RetriableError
 from airflow_cdc.engine.sources.mysql.binlog_items import (
+    Begin,
     BinlogItem,
     EventSource,
     Position,
@@ -54,6 +55,7 @@ from airflow_cdc.engine.sources.mysql.server import ServerInfo
 from airflow_cdc.engine.sources.mysql.tracking import PositionTracker, StartPoint
 
 __all__ = [
+    "Begin",
     "BinlogItem",
     "BinlogPurgedError",
     "BinlogReader",
@@ -115,8 +117,13 @@ class BinlogReader:
         start: StartPoint,
         server: ServerInfo,
         tables: TableFilter,
+        begins: bool = False,
     ) -> None:
         self._connection, self._server_id, self._server, self._tables = connection, server_id, server, tables
+        #: Also hand over a :class:`Begin` where Debezium starts a transaction (its metadata).
+        self._begins = begins
+        #: The time of the last event with one (not a heartbeat): Debezium's BEGIN and END times.
+        self._last_ts: int | None = None
         self.tracker = PositionTracker(start)
         self._reader: Any = None
         self._standalone = False  # the current MariaDB transaction is one statement
@@ -173,6 +180,14 @@ class BinlogReader:
             return mysql_client.connect(**settings)
 
         events = self._event
+        # Transaction metadata takes its times from the event before (Begin.ts_sec): every event
+        # that has a time is read, those the stream needs nothing else of too.
+        timed = (
+            [events.FormatDescriptionEvent, events.MariadbGtidListEvent, events.MariadbBinLogCheckPointEvent,
+             events.MariadbAnnotateRowsEvent, events.PreviousGtidsEvent]
+            if self._begins
+            else []
+        )  # fmt: skip
         return lib.BinLogStreamReader(
             connection_settings={**self._connection, "read_timeout": READ_TIMEOUT_S},
             server_id=self._server_id,
@@ -194,6 +209,7 @@ class BinlogReader:
                 self._rows.WriteRowsEvent,
                 self._rows.UpdateRowsEvent,
                 self._rows.DeleteRowsEvent,
+                *timed,
             ],
             report_slave="airflow-cdc",
             **kwargs,
@@ -272,6 +288,8 @@ class BinlogReader:
             handler(event, out)
         elif isinstance(event, self._counted):
             self.tracker.event_done()
+        if self._begins and event.timestamp and type(event) is not self._event.HeartbeatLogEvent:
+            self._last_ts = event.timestamp
 
     def _rotate(self, event: Any, out: list[BinlogItem]) -> None:
         self.tracker.rotate(event.next_binlog, event.position)
@@ -280,6 +298,8 @@ class BinlogReader:
         self._standalone = bool(event.flags & _FL_STANDALONE)
         self._begun = not self._standalone
         self.tracker.begin(event.gtid, _start(event), event.timestamp, event.packet.server_id)
+        if self._begins:  # Debezium's MariaDB source begins at every GTID event, DDL's too
+            out.append(Begin(event.gtid, self._last_ts or event.timestamp, self.tracker.offset()))
 
     def _mysql_gtid(self, event: Any, out: list[BinlogItem]) -> None:
         self._standalone, self._begun = False, False
@@ -295,9 +315,12 @@ class BinlogReader:
             else:
                 self._begun = True
                 t.event_done()
+            if self._begins:  # where Debezium's binlog source begins (MySQL; MariaDB did at its GTID)
+                tx_id = t.gtid or f"file={t.file},pos={t.restart_pos}"
+                out.append(Begin(tx_id, self._last_ts or event.timestamp, t.offset()))
             return
         if keyword == "COMMIT":  # a non-transactional engine's commit
-            out.append(Position(t.commit(event.packet.log_pos, event.timestamp), "commit"))
+            out.append(Position(t.commit(event.packet.log_pos, event.timestamp), "commit", self._last_ts))
             return
         if t.in_transaction and self._begun:
             t.event_done()  # a statement inside a transaction (a SAVEPOINT, say): nothing to read
@@ -309,7 +332,7 @@ class BinlogReader:
         out.append(SchemaChange(database, query, offset, source))
 
     def _xid(self, event: Any, out: list[BinlogItem]) -> None:
-        out.append(Position(self.tracker.commit(event.packet.log_pos, event.timestamp), "commit"))
+        out.append(Position(self.tracker.commit(event.packet.log_pos, event.timestamp), "commit", self._last_ts))
 
     def _heartbeat(self, event: Any, out: list[BinlogItem]) -> None:
         if not self.tracker.in_transaction:

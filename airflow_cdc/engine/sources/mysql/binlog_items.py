@@ -108,7 +108,21 @@ class Position:
 
     offset: dict[str, Any]
     kind: str  # "commit" or "heartbeat"
+    #: A commit's time as Debezium's transaction metadata has it (see ``Begin.ts_sec``).
+    ts_sec: int | None = None
 
 
-BinlogItem: TypeAlias = RowEvent | SchemaChange | Position
+@dataclass(frozen=True, slots=True)
+class Begin:
+    """A transaction starts (read only with ``provide.transaction.metadata``): Debezium's id of
+    it - the GTID, or ``file=<file>,pos=<pos>`` without GTIDs - and the offset at its start.
+    ``ts_sec`` is the time of the binlog event *before* the one that began it: Debezium's binlog
+    source handles an event before its other listener takes the event's time in."""
+
+    id: str
+    ts_sec: int
+    offset: dict[str, Any]
+
+
+BinlogItem: TypeAlias = RowEvent | SchemaChange | Position | Begin
 TableFilter: TypeAlias = Callable[[str, str], bool]

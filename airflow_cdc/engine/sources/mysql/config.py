@@ -9,6 +9,7 @@ from airflow_cdc.engine.mysql_client import SSL_MODES
 from airflow_cdc.engine.signals.channels import SIGNAL_FIELDS
 from airflow_cdc.engine.snapshots.coordinator import INCREMENTAL_SNAPSHOT_FIELDS
 from airflow_cdc.engine.sources.patterns import RegexList
+from airflow_cdc.engine.transaction_monitor import TRANSACTION_FIELDS
 
 MYSQL_CONFIG = ConfigDef(
     [
@@ -92,6 +93,7 @@ MYSQL_CONFIG = ConfigDef(
             "data varchar(2048)).",
         ),
         *SIGNAL_FIELDS,
+        *TRANSACTION_FIELDS,
         *INCREMENTAL_SNAPSHOT_FIELDS,
         Field(
             "read.only",

@@ -41,6 +41,7 @@ from airflow_cdc.engine.sources.mysql.snapshot import ConsistentSnapshot, TableC
 from airflow_cdc.engine.sources.mysql.snapshot_records import SnapshotRecords
 from airflow_cdc.engine.sources.mysql.stream_records import BinlogRecords
 from airflow_cdc.engine.sources.mysql.tracking import StartPoint
+from airflow_cdc.engine.sources.mysql.transactions import binlog_transactions
 from airflow_cdc.engine.sources.mysql.types import ValueModes
 
 log = logging.getLogger(__name__)
@@ -135,6 +136,7 @@ class MySqlTask(SourceTask):
             topic=self._topic,
             schema_events=self._schema_change_events,
             heartbeat_s=s["heartbeat.interval.ms"] / 1000,
+            transactions=binlog_transactions(s, self.prefix, self.partition, context.offset(self.partition)),
         )
         self.signalling = self._coordinator(context)
         self.lifecycle = SourceLifecycle(
@@ -334,6 +336,7 @@ class MySqlTask(SourceTask):
             start=start,
             server=self.server,
             tables=self.filter,
+            begins=self.records.transactions is not None,
         )
 
     def read_changes(self) -> list[SourceRecord]:

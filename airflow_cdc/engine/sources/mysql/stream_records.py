@@ -20,12 +20,13 @@ import pymysql
 from airflow_cdc.engine.errors import DecodeError
 from airflow_cdc.engine.failures import FailureHandling
 from airflow_cdc.engine.records import Partition, PositionMarker, SourceRecord
-from airflow_cdc.engine.sources.mysql.binlog import BinlogReader, EventSource, Position, RowEvent, SchemaChange
+from airflow_cdc.engine.sources.mysql.binlog import Begin, BinlogReader, EventSource, Position, RowEvent, SchemaChange
 from airflow_cdc.engine.sources.mysql.changes import ChangeBuilder, RowPlan, plan
 from airflow_cdc.engine.sources.mysql.ddl import Table
 from airflow_cdc.engine.sources.mysql.row_decoder import RowDecoder, compile_table
 from airflow_cdc.engine.sources.mysql.schema import SchemaHistory
 from airflow_cdc.engine.sources.mysql.schema_events import SchemaChangeEvents
+from airflow_cdc.engine.sources.mysql.transactions import BinlogTransactions
 from airflow_cdc.engine.sources.mysql.types import ValueModes
 
 log = logging.getLogger(__name__)
@@ -47,7 +48,10 @@ class BinlogRecords:
         topic: Callable[[str, str], str],
         schema_events: Callable[[], SchemaChangeEvents | None],
         heartbeat_s: float,
+        transactions: BinlogTransactions | None = None,
     ) -> None:
+        #: provide.transaction.metadata: None when off, so the rows' path does not change.
+        self.transactions = transactions
         self._conn, self._history, self._builder, self._partition = conn, history, builder, partition
         self._modes, self._topic, self._schema_events = modes, topic, schema_events
         self.failures: FailureHandling = builder.failures
@@ -89,11 +93,15 @@ class BinlogRecords:
             self._rows(item, records)
         elif kind is Position:
             now = time.monotonic()
+            if item.kind == "commit" and self.transactions is not None:
+                records.extend(self.transactions.end(item, self.schema_offset()))
             if item.kind == "commit" or (self._heartbeat_s and now - self._last_marker >= self._heartbeat_s):
                 self._last_marker = now
                 records.append(PositionMarker.at(self._partition, {**item.offset, **self.schema_offset()}))
         elif kind is SchemaChange:
             self._schema_change(item, records)
+        elif kind is Begin and self.transactions is not None:
+            records.extend(self.transactions.begin(item, self.schema_offset()))
 
     def _rows(self, event: RowEvent, records: list[SourceRecord]) -> None:
         key = (event.database, event.table)
@@ -116,7 +124,7 @@ class BinlogRecords:
         converted: list[SourceRecord] = []  # the whole event, or nothing (a failure converts it again)
         for change in changes:
             converted.extend(self._builder.changes(rows, change))
-        records.extend(converted)
+        records.extend(converted if self.transactions is None else self.transactions.changes(converted))
 
     def _decoder(self, key: TableKey, event: RowEvent, table: Table) -> RowDecoder:
         """The table's decoder for this table map: compiled again only when the definition or
