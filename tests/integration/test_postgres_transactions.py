@@ -6,13 +6,16 @@ numbering (Debezium's TransactionMetadataIT, the same checks). The oracle
 from __future__ import annotations
 
 import json
+from pathlib import Path
 from typing import Any
 
 from airflow_cdc.engine import Engine, JsonSerializer
+from airflow_cdc.engine.sinks import build_sink
 from airflow_cdc.engine.storage import MemoryOffsetStore
 from airflow_cdc.engine.testing import EngineRunner, wait_until
 
 from .pg_support import apply, engine_config
+from .test_changelog_sink import read_changelog
 from .transaction_support import Events
 
 TX_TOPIC = "shop.transaction"
@@ -163,3 +166,37 @@ def test_a_restart_inside_a_transaction_continues_its_numbering(pg_server: Any, 
         "public.a": rows,
         "public.b": rows,
     }
+
+
+def test_the_changelog_sink_carries_the_transaction_topic(pg_server: Any, pg_database: str, tmp_path: Path) -> None:
+    """A consumer of the changelog can tell complete transactions: every END's counts match
+    the change events of its xid in the tables' directories."""
+    with pg_server.connect(pg_database) as conn:
+        conn.execute("create table a (id int primary key)")
+        conn.execute("create table b (id int primary key)")
+    config = engine_config(pg_server, pg_database, **{"provide.transaction.metadata": True, "snapshot.mode": "no_data"})
+    root = tmp_path / "changelog"
+    with build_sink({"sink.type": "changelog", "sink.changelog.dir": str(root)}) as sink:
+        engine = Engine(config, batch_handler=sink, serializer=JsonSerializer())
+        with EngineRunner(engine):
+            with pg_server.connect(pg_database) as conn:
+                for n in range(1, 11):
+                    with conn.transaction():
+                        for i in range(n):
+                            conn.execute("insert into a values (%s)", (n * 100 + i,))
+                        conn.execute("insert into b values (%s)", (n,))
+            wait_until(lambda: len(read_changelog(root).get(TX_TOPIC, [])) == 20, 30, "10 BEGIN/END pairs")
+    topics = read_changelog(root)
+    assert set(topics) == {TX_TOPIC, "shop.public.a", "shop.public.b"}
+    counted: dict[str, dict[str, int]] = {}
+    for table in ("a", "b"):
+        for line in topics[f"shop.public.{table}"]:
+            xid = line["value"]["transaction"]["id"].split(":")[0]
+            counted.setdefault(xid, {}).setdefault(f"public.{table}", 0)
+            counted[xid][f"public.{table}"] += 1
+    ends = [line["value"] for line in topics[TX_TOPIC] if line["value"]["status"] == "END"]
+    assert len(ends) == 10
+    for end in ends:
+        expected = {c["data_collection"]: c["event_count"] for c in end["data_collections"]}
+        assert counted[end["id"].split(":")[0]] == expected
+        assert end["event_count"] == sum(expected.values())
