@@ -5,6 +5,8 @@ The value of a change event is ``{"before", "after", "source", "transaction", "o
 ``schemas.enable=false`` (the engine writes no Connect schema). ``source`` starts with the head
 every connector shares (``version`` ... ``ts_ns``, :data:`SOURCE_HEAD`), then the connector's
 own fields (``lsn`` for PostgreSQL, ``file``/``pos``/``gtid`` for MySQL), which the sources name.
+With ``provide.transaction.metadata`` the ``transaction`` block and the transaction topic's
+BEGIN/END values are written here too (:func:`transaction_block`, :func:`transaction_value`).
 
 Why the hot paths call functions here instead of writing the dicts: a change in the shape is
 made here, once. A dict literal is still the fastest dict, so each function's body is one
@@ -146,4 +148,26 @@ def message_value(source: Mapping[str, Any], prefix: str, content: Any, ts_ns: i
         "source": source,
         "transaction": None,
         "message": {"prefix": prefix, "content": content},
+    }
+
+
+def transaction_block(tx_id: str, total_order: int, data_collection_order: int) -> dict[str, Any]:
+    """A change event's ``transaction`` (``provide.transaction.metadata``; Debezium's
+    TransactionStructMaker)."""
+    return {"id": tx_id, "total_order": total_order, "data_collection_order": data_collection_order}
+
+
+def transaction_value(
+    status: str, tx_id: str, ts_ms: int, counts: list[tuple[str, int]] | None = None
+) -> dict[str, Any]:
+    """A BEGIN (``counts`` None: its counts are null) or END event of the transaction topic,
+    in the field order of Debezium's transaction value schema (SchemaFactory)."""
+    return {
+        "status": status,
+        "id": tx_id,
+        "event_count": None if counts is None else sum(count for _, count in counts),
+        "data_collections": None
+        if counts is None
+        else [{"data_collection": name, "event_count": count} for name, count in counts],
+        "ts_ms": ts_ms,
     }

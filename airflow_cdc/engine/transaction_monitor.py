@@ -3,8 +3,8 @@
 Debezium (``TransactionMonitor``/``TransactionContext``, debezium-connector-common) sends a
 BEGIN and an END event per source transaction to ``<topic.prefix>.<topic.transaction>`` and puts
 a ``transaction`` block ``{"id", "total_order", "data_collection_order"}`` in each change
-event of the transaction. This module holds that state and builds those values; the sources
-say when a transaction begins and ends and which events count (the ones they emit).
+event of the transaction. This module holds that state (the values' shape is envelope.py's); the
+sources say when a transaction begins and ends and which events count (the ones they emit).
 
 * The values' field order is that of Debezium's schemas (``SchemaFactory``) as its JSON
   converter writes them with ``schemas.enable=false``: nulls written, not left out.
@@ -25,6 +25,7 @@ from collections.abc import Mapping
 from typing import Any
 
 from airflow_cdc.engine.config import Field
+from airflow_cdc.engine.envelope import transaction_block, transaction_value
 from airflow_cdc.engine.records import Offset, Partition, SourceRecord
 
 #: Debezium's offset keys (TransactionContext.OFFSET_TRANSACTION_ID, OFFSET_TABLE_COUNT_PREFIX).
@@ -152,19 +153,12 @@ class TransactionMonitor:
         """Count one change event of ``collection``; its ``transaction`` block."""
         self.total += 1
         order = self._counts.increment(collection)
-        return {"id": shown_id, "total_order": self.total, "data_collection_order": order}
+        return transaction_block(shown_id, self.total, order)
 
     def begin_record(self, shown_id: str, ts_ms: int, offset: Offset) -> SourceRecord:
-        value = {"status": "BEGIN", "id": shown_id, "event_count": None, "data_collections": None, "ts_ms": ts_ms}
+        value = transaction_value("BEGIN", shown_id, ts_ms)
         return SourceRecord(self.topic, {"id": shown_id}, value, self.partition, offset)
 
     def end_record(self, shown_id: str, ts_ms: int, offset: Offset) -> SourceRecord:
-        collections = [{"data_collection": name, "event_count": count} for name, count in self._counts.items()]
-        value = {
-            "status": "END",
-            "id": shown_id,
-            "event_count": self.total,
-            "data_collections": collections,
-            "ts_ms": ts_ms,
-        }
+        value = transaction_value("END", shown_id, ts_ms, self._counts.items())
         return SourceRecord(self.topic, {"id": shown_id}, value, self.partition, offset)
