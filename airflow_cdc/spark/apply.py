@@ -60,6 +60,10 @@ class ApplyJob:
     max_duration: float | None = None
     processing_time: str = "1 second"
     app_name: str = "airflow-cdc-apply"
+    #: ``key`` (each key's latest change) or ``transaction`` (whole source transactions, ADR 0023).
+    consistency: str = "key"
+    #: Debezium's ``<topic.prefix>.transaction`` topic, read in ``transaction`` mode.
+    transaction_topic: str | None = None
 
 
 @dataclass
@@ -121,6 +125,13 @@ def parser() -> argparse.ArgumentParser:
     p.add_argument("--max-duration", type=float, help="seconds a continuous run lasts")
     p.add_argument("--processing-time", default="1 second")
     p.add_argument("--app-name", default="airflow-cdc-apply")
+    p.add_argument(
+        "--consistency",
+        choices=("key", "transaction"),
+        default="key",
+        help="transaction: a reader of a SQL target never sees half a source transaction (ADR 0023)",
+    )
+    p.add_argument("--transaction-topic", help="default: <topic.prefix>.transaction")
     return p
 
 
@@ -154,6 +165,8 @@ def parse_args(argv: Sequence[str]) -> ApplyJob:
             max_duration=args.max_duration,
             processing_time=args.processing_time,
             app_name=args.app_name,
+            consistency=args.consistency,
+            transaction_topic=args.transaction_topic,
         )
     except JobConfigError as exc:
         raise SystemExit(str(_by_flag(exc))) from None
@@ -212,6 +225,8 @@ def job_from_config(config: ApplyConfig) -> ApplyJob:
         max_duration=config.max_duration,
         processing_time=config.processing_time,
         app_name=config.app_name or "airflow-cdc-apply",
+        consistency=config.consistency,
+        transaction_topic=config.transaction_topic,
     )
 
 
@@ -233,6 +248,10 @@ def batch_writer(job: ApplyJob, totals: Totals) -> Callable[[Any, int], None]:
     from airflow_cdc.spark.targets import target_for
     from airflow_cdc.spark.transforms import batch_facts, laned_latest, parse, row_changes
 
+    if job.consistency == "transaction":
+        from airflow_cdc.spark.transactions import consistent_writer
+
+        return consistent_writer(job, totals)
     target = target_for(job.target_url, job.table_map, job.settings)
 
     def write(batch: Any, batch_id: int) -> None:
@@ -259,7 +278,12 @@ def run(spark: Any, job: ApplyJob) -> dict[str, Any]:
 
     totals = Totals()
     write = batch_writer(job, totals)  # first: a wrong target fails before anything is read
-    writer = read_stream(spark, job.source).writeStream.foreachBatch(write)
+    source = job.source
+    if job.consistency == "transaction":  # the transaction topic's BEGIN/END records too
+        from airflow_cdc.spark.transactions import with_transaction_topic
+
+        source = with_transaction_topic(job)
+    writer = read_stream(spark, source).writeStream.foreachBatch(write)
     writer = writer.option("checkpointLocation", job.checkpoint).queryName(job.app_name)
     if job.trigger == "available-now":
         query = writer.trigger(availableNow=True).start()

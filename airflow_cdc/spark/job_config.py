@@ -26,6 +26,9 @@ __all__ = ["SOURCE_KINDS", "TRIGGERS", "ApplyConfig", "JobConfigError", "SubmitC
 #: The job's sources: ``reading.SOURCES``, which imports pyspark (a test keeps the two equal).
 SOURCE_KINDS = ("kafka", "kafka-python", "changelog")
 TRIGGERS = ("available-now", "continuous")
+#: ``key``: each key's latest change, lanes in parallel; ``transaction``: whole source
+#: transactions, one target transaction per batch (ADR 0023).
+CONSISTENCY = ("key", "transaction")
 
 
 class JobConfigError(ConfigError, ValueError):
@@ -228,6 +231,11 @@ class ApplyConfig(_Group):
     processing_time: str = "1 second"
     #: Spark's application name (the operator's: ``cdc-apply-<dag>-<task>``).
     app_name: str | None = None
+    #: ``key`` (the default) or ``transaction``: a reader of a SQL target never sees half a
+    #: source transaction; needs the connector's ``provide.transaction.metadata=true`` (ADR 0023).
+    consistency: str = "key"
+    #: Debezium's transaction topic (default ``<topic.prefix>.transaction``), read in ``transaction`` mode.
+    transaction_topic: str | None = None
 
     template_fields: ClassVar[tuple[str, ...]] = (
         "topics",
@@ -255,6 +263,8 @@ class ApplyConfig(_Group):
         check.whole("max_records_per_batch", 1, optional=True)
         check.number("max_duration", 0)
         check.choice("trigger", TRIGGERS)
+        check.choice("consistency", CONSISTENCY)
+        check.text("transaction_topic", optional=True)
         url = self.target_url
         if isinstance(url, str) and not is_template(url) and scheme_of(url) not in (*SQL_SCHEMES, *LAKE_SCHEMES):
             fix = "delta:PATH or parquet:PATH (postgresql://… and mysql://… work, but a DAG has target_conn_id)"

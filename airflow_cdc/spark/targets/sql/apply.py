@@ -46,14 +46,21 @@ log = logging.getLogger(__name__)
 COUNTS = ("upserted", "deleted", "skipped_older", "truncated")
 
 
-def apply_changes(rows: Iterable[Any], settings: SqlTargetSettings | Mapping[str, Any]) -> dict[str, int]:
+def apply_changes(
+    rows: Iterable[Any],
+    settings: SqlTargetSettings | Mapping[str, Any],
+    finish: Callable[[Any, Dialect], None] | None = None,
+) -> dict[str, int]:
     """Apply latest-frame rows in one transaction and commit; returns counts: ``upserted``
     (rows inserted or updated), ``deleted``, ``skipped_older`` (upserts the guard refused) and
     ``truncated`` (rows a TRUNCATE removed).
 
     On MySQL ``upserted`` counts the rows sent and ``skipped_older`` stays 0: its affected-rows
     count (1 per insert, 2 per update, 0 per unchanged row) cannot tell a refused change from an
-    insert plus an update."""
+    insert plus an update.
+
+    ``finish(connection, dialect)`` runs in the same transaction before it commits (the
+    transaction-consistent mode keeps its held-back records there, ``pending.py``)."""
     settings = SqlTargetSettings.of(settings)
     dialect = dialect_for(settings.url)
     counts = dict.fromkeys(COUNTS, 0)
@@ -61,6 +68,8 @@ def apply_changes(rows: Iterable[Any], settings: SqlTargetSettings | Mapping[str
     applier = _Applier(dialect, conn, settings, counts)
     try:
         applier.apply(rows)
+        if finish is not None:
+            finish(conn, dialect)
         conn.commit()
     except BaseException:
         applier.forget_catalog()
