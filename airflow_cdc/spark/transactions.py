@@ -235,24 +235,19 @@ def with_transaction_topic(job: Any) -> Any:
 
 
 def consistent_writer(job: Any, totals: Any) -> Callable[[Any, int], None]:
-    """The mode's ``foreachBatch`` function for ``job``'s target; refuses a target that cannot
-    apply a batch atomically."""
+    """The mode's ``foreachBatch`` function for ``job``'s target: a SQL target applies a batch
+    atomically, a lake target holds back incomplete transactions but commits table by table."""
     from airflow_cdc.spark.targets import SQL_SCHEMES, scheme_of
-
-    if scheme_of(job.target_url) not in SQL_SCHEMES:
-        raise ConfigError(
-            [
-                ConfigProblem(
-                    "consistency",
-                    f"consistency=transaction needs a SQL target, not {job.target_url.split(':', 1)[0]}: "
-                    "a lake format commits one table at a time",
-                    "apply to PostgreSQL or MySQL/MariaDB, or use consistency=key",
-                )
-            ]
-        )
-    from airflow_cdc.spark.targets.sql_consistent import ConsistentSqlTarget
 
     source = job.source
     tables = Tables(transaction_topic(source.topics or (), job.transaction_topic), source.topics, source.topic_pattern)
-    target = ConsistentSqlTarget(job.target_url, job.table_map, job.settings)
+    target: ConsistentTarget
+    if scheme_of(job.target_url) in SQL_SCHEMES:
+        from airflow_cdc.spark.targets.sql_consistent import ConsistentSqlTarget
+
+        target = ConsistentSqlTarget(job.target_url, job.table_map, job.settings)
+    else:
+        from airflow_cdc.spark.targets.lake_consistent import ConsistentLakeTarget
+
+        target = ConsistentLakeTarget(job.target_url, job.table_map, job.settings)
     return transaction_writer(job, totals, tables, target)

@@ -106,3 +106,18 @@ def test_the_transaction_topic_is_found_and_subscribed() -> None:
     assert with_transaction_topic(job).topics == (A, TX)
     job.source, job.transaction_topic = SourceOptions(topic_pattern=r"shop\.public\..*"), TX  # a pattern names none
     assert with_transaction_topic(job).topic_pattern == r"(?:shop\.public\..*)|shop\.transaction"
+
+
+def test_a_lake_target_keeps_its_held_records_and_batch_id_and_says_it_is_not_atomic(
+    spark: Any, tmp_path: Any, capsys: Any
+) -> None:
+    from airflow_cdc.spark.frames import LATEST_SCHEMA
+    from airflow_cdc.spark.targets.lake_consistent import ConsistentLakeTarget
+
+    target = ConsistentLakeTarget(f"delta:{tmp_path}", {}, {})
+    assert "commit one after another" in capsys.readouterr().err
+    assert target.load("q1") == (None, [])
+    held = [(A, 0, 7, '{"id": 1}', event(A, 1, "t9"))]
+    target.apply_batch(spark.createDataFrame([], LATEST_SCHEMA), 3, held, "q1")
+    assert target.load("q1") == (3, held)
+    assert target.load("q2") == (None, [])
