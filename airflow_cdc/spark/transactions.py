@@ -82,6 +82,13 @@ class Tables:
         return bool(self.pattern and re.fullmatch(self.pattern, f"{prefix}.{_tail(data_collection)}"))
 
 
+def _transaction_key(txid: Any) -> Any:
+    """What identifies a source transaction across its events and its END. Debezium's PostgreSQL
+    connector writes ``<xid>:<LSN>`` with the LSN of the record at hand (3.7: each event its own,
+    the END its commit's), so there the xid alone; other ids (MySQL GTIDs, ...) as they are."""
+    return F.when(txid.rlike(r"^[0-9]+:[0-9]+$"), F.split(txid, ":")[0]).otherwise(txid)
+
+
 def _unwrap(text: Any) -> Any:
     return F.when(text.startswith('{"schema"'), F.get_json_object(text, "$.payload")).otherwise(text)
 
@@ -108,7 +115,7 @@ def split(raw: DataFrame, tables: Tables) -> Split:
     names = [r[0] for r in ends.select(F.explode("e.data_collections.data_collection")).distinct().collect()]
     counted = [name for name in names if name is not None and tables.counts(name)]
     expected = ends.select(
-        F.col("e.id").alias("txid"),
+        _transaction_key(F.col("e.id")).alias("txid"),
         F.col("partition").alias("end_partition"),
         F.col("offset").alias("end_offset"),
         F.aggregate(
@@ -137,7 +144,7 @@ def split(raw: DataFrame, tables: Tables) -> Split:
         )
     seen = (
         events.where(F.col("e.transaction.id").isNotNull())
-        .groupBy(F.col("e.transaction.id").alias("txid"))
+        .groupBy(_transaction_key(F.col("e.transaction.id")).alias("txid"))
         .agg(F.count_distinct(F.coalesce(F.col("e.transaction.total_order"), F.col("offset"))).alias("seen"))
     )
     status = expected.join(seen, "txid", "left").withColumn(
@@ -149,7 +156,7 @@ def split(raw: DataFrame, tables: Tables) -> Split:
         part, offset = F.col("end_partition"), F.col("end_offset")
         ready_ends = ready_ends.where((part < cutoff[0]) | ((part == cutoff[0]) & (offset < cutoff[1])))
     ready_ids = F.broadcast(ready_ends.select("txid").distinct())
-    tagged = events.select("topic", "partition", "offset", F.col("e.transaction.id").alias("txid"))
+    tagged = events.select("topic", "partition", "offset", _transaction_key(F.col("e.transaction.id")).alias("txid"))
     ready_events = tagged.join(ready_ids, "txid", "left_semi").unionByName(tagged.where(F.col("txid").isNull()))
     keys = ["topic", "partition", "offset"]
     ready_raw = raw.join(ready_events.select(*keys), keys, "left_semi")

@@ -86,6 +86,22 @@ def test_only_the_jobs_tables_count_and_a_resent_event_counts_once(spark: Any) -
     assert held == {(A, 2), (A, 3), (TX, 2)}
 
 
+def test_postgresql_ids_match_by_their_xid(spark: Any) -> None:
+    """Debezium's PostgreSQL connector (3.7) writes ``<xid>:<LSN>`` with each record's own LSN."""
+    ready, held = split_of(
+        spark,
+        [
+            (A, 1, event(A, 1, "730:100", 1)),
+            (B, 1, event(B, 2, "730:104", 2)),
+            (TX, 1, end("730:120", a=1, b=1)),
+            (A, 2, event(A, 3, "731:130", 1)),
+            (TX, 2, end("731:150", a=1, b=1)),
+        ],
+    )
+    assert ready == {(A, 1), (B, 1)}
+    assert held == {(A, 2), (TX, 2)}
+
+
 def test_a_change_without_a_transaction_block_names_the_connector_setting(spark: Any) -> None:
     with pytest.raises(ConfigError, match=r"provide\.transaction\.metadata"):
         split_of(spark, [(A, 1, event(A, 1, None, op="u"))])
