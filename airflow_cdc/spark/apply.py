@@ -245,6 +245,7 @@ def _env_kafka_options() -> dict[str, str]:
 
 def batch_writer(job: ApplyJob, totals: Totals) -> Callable[[Any, int], None]:
     """The ``foreachBatch`` function: transforms, lanes, target; totals counted on the driver."""
+    from airflow_cdc.spark.preflight import check_job_target
     from airflow_cdc.spark.targets import target_for
     from airflow_cdc.spark.transforms import batch_facts, laned_latest, parse, row_changes
 
@@ -253,6 +254,7 @@ def batch_writer(job: ApplyJob, totals: Totals) -> Callable[[Any, int], None]:
 
         return consistent_writer(job, totals)
     target = target_for(job.target_url, job.table_map, job.settings)
+    check_job_target(job.target_url, job.source.topics, job.table_map, job.lane_groups)
 
     def write(batch: Any, batch_id: int) -> None:
         # Cached parsed, not raw: the steps after it read the changes several times (``parse``).

@@ -7,8 +7,10 @@ nothing to apply does not meet it at all. These checks take milliseconds and put
 The rule is the job's own, not a second one. A SQL target is reached at the same URL (so with
 the same credentials) and checked by ``sql.check_target``, the job's code: the target table of
 every named source table must exist (the job never creates one), and one that lacks
-``_cdc_position`` gets it, as the job's first batch would add it. Only the tables the caller names
-are checked: with topics alone the tables are known once the changes are read. A Delta/Parquet
+``_cdc_position`` gets it, as the job's first batch would add it; each must have a unique key and
+let the job's user write it. Only the tables the caller names are checked here; the job itself
+checks again on its driver before its stream starts (``check_job_target``), adding the tables its
+topics name. A Delta/Parquet
 target on a local path needs its root, or the nearest directory above it that exists, writable
 (on a local master only: on a cluster the executors write it).
 
@@ -28,7 +30,7 @@ from airflow_cdc.engine import mysql_client
 from airflow_cdc.engine.errors import CdcError, RetriableError
 from airflow_cdc.spark.targets import LAKE_SCHEMES, SQL_SCHEMES, scheme_of
 
-__all__ = ["TargetRefused", "TargetUnreachable", "check_before_start"]
+__all__ = ["TargetRefused", "TargetUnreachable", "check_before_start", "check_job_target"]
 
 #: libpq's words for refusals a retry does not cure (it gives no SQLSTATE for a failed connect).
 _PG_REFUSALS = (
@@ -71,6 +73,24 @@ def check_before_start(
         _check_sql(url, label, list(tables), dict(table_map or {}), timeout)
     elif scheme in LAKE_SCHEMES and writes_here:
         _check_lake(url, label)
+
+
+def check_job_target(url: str, topics: Iterable[str], table_map: Mapping[str, str], named: Iterable[str] = ()) -> None:
+    """The apply job's own check, on its driver before the stream starts (so before any record
+    is read): every table it will write, named (``table_map``, lane groups: ``named``) or known
+    from a topic's name, must exist, have a unique key and let the job's user write it. Source
+    columns and key columns are known only from the changes: the first batch checks those."""
+    from airflow_cdc.spark.targets.sql import safe_url
+
+    tables = [*table_map, *named, *(t for t in map(source_table_of, topics) if t)]
+    check_before_start(url, f"target {safe_url(url)}", list(dict.fromkeys(tables)), table_map, writes_here=False)
+
+
+def source_table_of(topic: str) -> str | None:
+    """The source table of a Debezium topic, ``<topic.prefix>.<schema or database>.<table>``, as
+    the changes name it (``schema.table``); None for a name of another shape (a routed topic)."""
+    parts = topic.split(".")
+    return ".".join(parts[-2:]) if len(parts) >= 3 else None
 
 
 def _check_sql(url: str, label: str, tables: list[str], table_map: dict[str, str], timeout: int) -> None:

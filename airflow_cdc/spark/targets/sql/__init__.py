@@ -25,7 +25,12 @@ from __future__ import annotations
 
 from airflow_cdc.spark.targets.sql.apply import COUNTS, apply_changes, check_target
 from airflow_cdc.spark.targets.sql.dialect import Dialect, dialect_for
-from airflow_cdc.spark.targets.sql.errors import TargetError, TargetSchemaError, TargetWriteError
+from airflow_cdc.spark.targets.sql.errors import (
+    TargetError,
+    TargetPrivilegeError,
+    TargetSchemaError,
+    TargetWriteError,
+)
 from airflow_cdc.spark.targets.sql.mysql import mysql_params
 from airflow_cdc.spark.targets.sql.settings import SqlTargetSettings, safe_url
 from airflow_cdc.spark.targets.sql.tables import TableInfo, TableName, clear_catalog_cache
@@ -40,6 +45,7 @@ __all__ = [
     "TableInfo",
     "TableName",
     "TargetError",
+    "TargetPrivilegeError",
     "TargetSchemaError",
     "TargetWriteError",
     "apply_changes",

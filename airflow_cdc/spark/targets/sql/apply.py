@@ -82,15 +82,18 @@ def apply_changes(
 
 def check_target(settings: SqlTargetSettings | Mapping[str, Any], source_tables: Iterable[str]) -> None:
     """Check (on the driver, before the stream starts) that every target table exists, adding
-    ``_cdc_position`` where it is missing and allowed; raises :class:`TargetSchemaError`."""
+    ``_cdc_position`` where it is missing and allowed, has a unique key and lets the job write
+    (``Dialect.check_writable``); raises :class:`TargetSchemaError` or :class:`TargetPrivilegeError`."""
     settings = SqlTargetSettings.of(settings)
     dialect = dialect_for(settings.url)
     conn = dialect.connect(settings.url)
     try:
         applier = _Applier(dialect, conn, settings, dict.fromkeys(COUNTS, 0))
-        for source in source_tables:
-            applier.table(source)
+        tables = [applier.table(source) for source in source_tables]
         conn.commit()
+        for table in tables:
+            dialect.check_writable(conn, table)
+            conn.rollback()  # the probes wrote nothing; their staging table goes
     finally:
         _quietly(conn.close)
 

@@ -10,7 +10,8 @@ from __future__ import annotations
 
 from typing import Any
 
-from airflow_cdc.spark.targets.sql.errors import TargetError
+from airflow_cdc.spark.frames import POSITION_COLUMN
+from airflow_cdc.spark.targets.sql.errors import TargetError, TargetPrivilegeError, TargetSchemaError
 from airflow_cdc.spark.targets.sql.settings import safe_url
 from airflow_cdc.spark.targets.sql.tables import Table, TableInfo, TableName
 
@@ -56,6 +57,41 @@ class Dialect:
 
     def add_position_sql(self, name: TableName) -> str:
         return f"ALTER TABLE {self.quote(name)} ADD COLUMN IF NOT EXISTS {self.position_definition}"
+
+    # --- the driver's check before the stream starts ------------------------------------
+
+    def check_writable(self, conn: Any, table: Table) -> None:
+        """Refuse a table the job cannot write: no unique key at all (every upsert needs one on
+        the event key's columns, which are known only once changes are read), or a privilege
+        missing. Each probe is a statement that touches no row: the server checks its
+        privileges before it runs, so a refusal here is the one the first batch would meet."""
+        if not table.info.unique_keys:
+            raise TargetSchemaError(
+                f"Target table {table.name} (source {table.source}) has no primary key or unique index, and "
+                f"upserts need one on the change events' key columns: ALTER TABLE {self.quote(table.name)} "
+                f"ADD PRIMARY KEY (<the source's key columns>)"
+            )
+        for needed, grant, statement in self.write_probes(table):
+            refusal = self.refusal(conn, statement)
+            if refusal is not None:
+                raise TargetPrivilegeError(
+                    f"The target's user may not {needed} on {table.name} (source {table.source}), which applying "
+                    f"changes needs: {refusal}. Grant it: {grant}"
+                )
+
+    def write_probes(self, table: Table) -> list[tuple[str, str, str]]:
+        """(what is needed, the GRANT that gives it, a statement that needs it and changes nothing)."""
+        t, p = self.quote(table.name), self.identifier(POSITION_COLUMN)
+        grant = f"GRANT SELECT, INSERT, UPDATE, DELETE ON {t} TO <the job's user>"
+        return [
+            ("SELECT and INSERT", grant, f"INSERT INTO {t} ({p}) SELECT {p} FROM {t} WHERE 1 = 0"),
+            ("UPDATE", grant, f"UPDATE {t} SET {p} = {p} WHERE 1 = 0"),
+            ("DELETE", grant, f"DELETE FROM {t} WHERE 1 = 0"),
+        ]
+
+    def refusal(self, conn: Any, statement: str) -> str | None:
+        """Run ``statement``; the server's words if it refused it for a missing privilege."""
+        raise NotImplementedError
 
     # --- messages ----------------------------------------------------------------------
 

@@ -16,3 +16,7 @@ class TargetSchemaError(TargetError):
 
 class TargetWriteError(TargetError):
     """The target refused a value (a type or mode mismatch between source and target)."""
+
+
+class TargetPrivilegeError(TargetError):
+    """The target's user may not do what applying changes needs; the message gives the GRANT."""

@@ -26,6 +26,8 @@ _MY_UNIQUE = """
 select INDEX_NAME, COLUMN_NAME from information_schema.STATISTICS
 where TABLE_SCHEMA = %s and TABLE_NAME = %s and NON_UNIQUE = 0 and SUB_PART is null order by INDEX_NAME, SEQ_IN_INDEX
 """
+#: Access denied: to a database (CREATE TEMPORARY TABLES), to a table, to a column.
+_MY_PRIVILEGE_ERRORS = frozenset((1044, 1142, 1143))
 #: Server errors that mean a value does not fit its column (strict mode).
 _MY_VALUE_ERRORS = frozenset((1264, 1265, 1292, 1366, 1406, 1367, 4025))
 
@@ -77,6 +79,31 @@ class MySQLDialect(Dialect):
         with mysql_client.connect(**mysql_params(url), autocommit=True) as other, other.cursor() as cur:
             cur.execute("SET SESSION lock_wait_timeout = 60")
             cur.execute(statement)
+
+    def write_probes(self, table: Table) -> list[tuple[str, str, str]]:
+        # Every upsert goes through a temporary staging table.
+        p, t = self.identifier(POSITION_COLUMN), self.quote(table.name)
+        stage = f"CREATE TEMPORARY TABLE _cdc_probe SELECT {p} FROM {t} LIMIT 0"
+        grant = f"GRANT CREATE TEMPORARY TABLES ON {self.identifier(table.name.schema or '')}.* TO <the job's user>"
+        return [
+            *super().write_probes(table),
+            ("create temporary tables", grant, stage),
+            ("drop its temporary table", grant, "DROP TEMPORARY TABLE IF EXISTS _cdc_probe"),
+        ]
+
+    def refusal(self, conn: Any, statement: str) -> str | None:
+        import pymysql
+
+        try:
+            with conn.cursor() as cur:
+                cur.execute(statement)
+        except pymysql.MySQLError as exc:
+            if exc.args and exc.args[0] in _MY_PRIVILEGE_ERRORS:
+                return str(exc.args[1]) if len(exc.args) > 1 else str(exc)
+            # The server checks privileges first: any later refusal (strict mode's "no default"
+            # for a column the probe leaves out, on no row at all) means it granted them.
+            return None
+        return None
 
     def upsert(self, conn: Any, table: Table, columns: tuple[str, ...], params: list[tuple[Any, ...]]) -> int:
         """By the event's key only (``ON DUPLICATE KEY UPDATE`` would match any unique key, and

@@ -96,6 +96,22 @@ class PostgresDialect(Dialect):
         # then the transaction's (a deadlock with another executor is detected, not hung).
         conn.execute(statement)
 
+    def write_probes(self, table: Table) -> list[tuple[str, str, str]]:
+        # Large groups go through a temporary staging table (the COPY path).
+        stage = f"CREATE TEMP TABLE _cdc_probe ON COMMIT DROP AS SELECT * FROM {self.quote(table.name)} WITH NO DATA"
+        grant = "GRANT TEMPORARY ON DATABASE <the target database> TO <the job's user>"
+        return [*super().write_probes(table), ("create temporary tables", grant, stage)]
+
+    def refusal(self, conn: Any, statement: str) -> str | None:
+        import psycopg
+
+        try:
+            conn.execute(statement)
+        except psycopg.errors.InsufficientPrivilege as exc:
+            conn.rollback()
+            return _first_line(exc)
+        return None
+
     def upsert(self, conn: Any, table: Table, columns: tuple[str, ...], params: list[tuple[Any, ...]]) -> int:
         width = len(columns) + 1
         applied = 0
