@@ -214,6 +214,8 @@ class _Applier:
         target = TableName.parse(self.settings.tables.get(source, source))
         cache_key = self._cache_key(source)
         info = None if fresh else CATALOG.get(cache_key)
+        if info is not None and self.dialect.identity(self.conn, info.name) != info.identity:
+            info = None  # dropped and recreated, or altered, since it was read
         if info is None:
             info = self.dialect.read_table(self.conn, target)
             if info is None:

@@ -29,6 +29,11 @@ class Dialect:
     def read_table(self, conn: Any, target: TableName) -> TableInfo | None:
         raise NotImplementedError
 
+    def identity(self, conn: Any, name: TableName) -> Any:
+        """What changes when the table is dropped and recreated or altered (``TableInfo.identity``);
+        None when it no longer exists. One catalog lookup: each call checks its cached tables."""
+        raise NotImplementedError
+
     def add_position_column(self, conn: Any, url: str, name: TableName, statement: str) -> None:
         raise NotImplementedError
 

@@ -28,9 +28,13 @@ from airflow_cdc.spark.values import ColumnType
 _POSTGRES_PARAMETERS = 65535  # the protocol's limit per statement
 
 _PG_TABLE = """
-select c.oid, n.nspname, c.relname from pg_class c join pg_namespace n on n.oid = c.relnamespace
+select c.oid, n.nspname, c.relname, c.xmin::text from pg_class c join pg_namespace n on n.oid = c.relnamespace
 where n.nspname = coalesce(%s::text, current_schema()) and c.relname = %s and c.relkind in ('r', 'p', 'f')
 """
+#: The identity (``Dialect.identity``): a recreated table has another OID, and ALTER TABLE (a
+#: column added, retyped, dropped) writes a new version of its pg_class row (another xmin). An
+#: index may come and go without either: a change whose key is not among the cached unique keys
+#: reads the table again (``apply.py``), and a failed call forgets what it read.
 #: Each column's type with domains resolved (information_schema's own helpers), an array's
 #: element type, and the scale / fractional digits / bit length its typmod gives.
 _PG_COLUMNS = """
@@ -79,7 +83,7 @@ class PostgresDialect(Dialect):
         found = conn.execute(_PG_TABLE, (target.schema, target.name)).fetchone()
         if found is None:
             return None
-        oid, schema, name = found
+        oid, schema, name, version = found
         qualified = f"{schema}.{name}"
         columns = {}
         for column, sql_type, type_name, enum, array, scale, precision, length, fields in conn.execute(
@@ -89,7 +93,11 @@ class PostgresDialect(Dialect):
                 qualified, column, type_name, sql_type, scale, precision, length, array, enum, interval_fields=fields
             )
         keys = tuple(frozenset(row[0]) for row in conn.execute(_PG_UNIQUE, (oid,)))
-        return TableInfo(TableName(schema, name), columns, keys)
+        return TableInfo(TableName(schema, name), columns, keys, (oid, version))
+
+    def identity(self, conn: Any, name: TableName) -> Any:
+        found = conn.execute(_PG_TABLE, (name.schema, name.name)).fetchone()
+        return None if found is None else (found[0], found[3])
 
     def add_position_column(self, conn: Any, url: str, name: TableName, statement: str) -> None:
         # In the call's transaction: PostgreSQL's DDL is transactional, and the table's lock is

@@ -33,13 +33,16 @@ class TableInfo:
     name: TableName  # schema resolved
     columns: dict[str, ColumnType]
     unique_keys: tuple[frozenset[str], ...]
+    #: What tells this table from one recreated under its name, or altered (``Dialect.identity``).
+    identity: Any = None
 
     @property
     def has_position(self) -> bool:
         return POSITION_COLUMN in self.columns
 
 
-#: (url, target table) -> TableInfo: read once per process (an executor's Python worker).
+#: (url, target table) -> TableInfo: read once per process (an executor's Python worker), and
+#: checked by its identity (one cheap query) when an apply call first uses the table.
 CATALOG: dict[tuple[str, str], TableInfo] = {}
 
 
