@@ -125,6 +125,14 @@ class Dialect:
             f"that the change events carry: {adds}"
         )
 
+    def left_out_message(self, table: Table, column: str | None, detail: str) -> str:
+        return (
+            f"A change of a key that target table {table.name} (source {table.source}) does not have leaves column "
+            f"{column} out - an unchanged TOASTed value, which the source did not send - and the target refuses "
+            f"its default ({detail}). The value cannot be invented here: set REPLICA IDENTITY FULL on the source "
+            f"table (the connector then sends the old value), or let {column} take NULL or a default on the target"
+        )
+
     def refused_message(self, table: Table, column: str | None, detail: str) -> str:
         where = f" column {column} of" if column else ""
         return (

@@ -3,6 +3,7 @@
 
 from __future__ import annotations
 
+import re
 from collections.abc import Callable
 from typing import Any
 from urllib.parse import unquote, urlsplit
@@ -39,6 +40,9 @@ from information_schema.TABLES where TABLE_SCHEMA = %(schema)s and TABLE_NAME = 
 """
 #: Access denied: to a database (CREATE TEMPORARY TABLES), to a table, to a column.
 _MY_PRIVILEGE_ERRORS = frozenset((1044, 1142, 1143))
+#: "Field 'c' doesn't have a default value" (strict mode), and where it names the column.
+_MY_NO_DEFAULT = 1364
+_MY_QUOTED = re.compile(r"'(.+?)'")
 #: Server errors that mean a value does not fit its column (strict mode).
 _MY_VALUE_ERRORS = frozenset((1264, 1265, 1292, 1366, 1406, 1367, 4025))
 
@@ -142,10 +146,29 @@ class MySQLDialect(Dialect):
             try:
                 self._run(table, lambda: cur.executemany(fill, params))
                 self._run(table, lambda: cur.execute(update))
-                self._run(table, lambda: cur.execute(insert))
+                if not self._partial(table, columns) or self._new_keys(cur, table, columns):
+                    self._run(table, lambda: cur.execute(insert))
             finally:
                 cur.execute(drop)
         return len(params)
+
+    @staticmethod
+    def _partial(table: Table, columns: tuple[str, ...]) -> bool:
+        """Whether rows of ``columns`` leave some of the target's columns out (an unchanged
+        TOASTed value): strict mode then refuses an INSERT that leaves out a NOT NULL column
+        without a default even when it selects no row, so it runs only for new keys."""
+        return bool(table.info.columns.keys() - {*columns, POSITION_COLUMN})
+
+    def _new_keys(self, cur: Any, table: Table, columns: tuple[str, ...]) -> bool:
+        assert table.key is not None
+        q = self._name
+        match = " AND ".join(f"t.{q(c)} = s.{q(c)}" for c in table.key)
+        query = (
+            f"SELECT EXISTS (SELECT 1 FROM {q('_cdc_stage')} AS s "
+            f"WHERE NOT EXISTS (SELECT 1 FROM {self._table(table)} AS t WHERE {match}))"
+        )
+        self._run(table, lambda: cur.execute(query))
+        return bool(cur.fetchone()[0])
 
     def _upsert_sql(self, table: Table, columns: tuple[str, ...]) -> tuple[str, ...]:
         assert table.key is not None
@@ -200,6 +223,9 @@ class MySQLDialect(Dialect):
             return int(action() or 0)
         except pymysql.MySQLError as exc:
             code = exc.args[0] if exc.args else None
+            if code == _MY_NO_DEFAULT:  # a NOT NULL column without a default left out of an insert
+                column = _MY_QUOTED.search(str(exc.args[-1]))
+                raise TargetWriteError(self.left_out_message(table, column and column.group(1), str(exc))) from exc
             if isinstance(exc, pymysql.err.DataError) or code in _MY_VALUE_ERRORS:
                 raise TargetWriteError(self.refused_message(table, None, str(exc))) from exc
             exc.add_note(f"while applying changes of {table.source} to {table.name}")

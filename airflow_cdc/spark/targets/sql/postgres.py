@@ -121,6 +121,8 @@ class PostgresDialect(Dialect):
         return None
 
     def upsert(self, conn: Any, table: Table, columns: tuple[str, ...], params: list[tuple[Any, ...]]) -> int:
+        if _partial(table, columns):  # through a staging table, whose columns have the target's types
+            return self.upsert_staged(conn, table, columns, params)
         width = len(columns) + 1
         applied = 0
         with self._cursor(conn) as cur:
@@ -148,7 +150,7 @@ class PostgresDialect(Dialect):
         stage = self._stage(conn, table, names, params)
         with conn.cursor() as cur:
             query = self._statement(conn, table, ("upsert-staged", columns, stage))
-            return self._run(cur, table, query, None, names)
+            return self._run(cur, table, query, None, names, counted=_partial(table, columns))
 
     def delete_staged(self, conn: Any, table: Table, params: list[tuple[Any, ...]]) -> int:
         assert table.key is not None
@@ -229,7 +231,37 @@ class PostgresDialect(Dialect):
         from psycopg import sql
 
         names = sql.SQL(", ").join(map(sql.Identifier, (*columns, POSITION_COLUMN)))
+        if _partial(table, columns):
+            return self._update_then_insert(table, columns, stage)
         return self._upsert_from(table, columns, sql.SQL("SELECT {} FROM {}").format(names, sql.Identifier(stage)))
+
+    def _update_then_insert(self, table: Table, columns: tuple[str, ...], stage: str) -> Any:
+        """The upsert of rows that leave target columns out (an unchanged TOASTed value): INSERT
+        ... ON CONFLICT checks the row it would insert against NOT NULL before it looks for the
+        conflict, so a NOT NULL column left out failed even for a key the target has. Instead:
+        a guarded UPDATE of the keys there, then an INSERT of the keys not there (where a column
+        left out takes its default), in one statement; it returns the rows either wrote."""
+        from psycopg import sql
+
+        assert table.key is not None
+        updated = [c for c in columns if c not in table.key] + [POSITION_COLUMN]
+        ident = sql.Identifier
+        match = sql.SQL(" AND ").join(sql.SQL("t.{0} = s.{0}").format(ident(c)) for c in table.key)
+        return sql.SQL(
+            "WITH u AS (UPDATE {table} AS t SET {sets} FROM {stage} AS s WHERE {match} "
+            'AND (t.{position} IS NULL OR t.{position} COLLATE "C" <= s.{position}) RETURNING 1), '
+            "i AS (INSERT INTO {table} ({names}) SELECT {staged} FROM {stage} AS s "
+            "WHERE NOT EXISTS (SELECT 1 FROM {table} AS t WHERE {match}) RETURNING 1) "
+            "SELECT (SELECT count(*) FROM u) + (SELECT count(*) FROM i)"
+        ).format(
+            table=self._table(table),
+            stage=ident(stage),
+            sets=sql.SQL(", ").join(sql.SQL("{0} = s.{0}").format(ident(c)) for c in updated),
+            match=match,
+            position=ident(POSITION_COLUMN),
+            names=sql.SQL(", ").join(map(ident, (*columns, POSITION_COLUMN))),
+            staged=sql.SQL(", ").join(sql.SQL("s.{}").format(ident(c)) for c in (*columns, POSITION_COLUMN)),
+        )
 
     def _upsert_from(self, table: Table, columns: tuple[str, ...], rows: Any) -> Any:
         from psycopg import sql
@@ -290,11 +322,28 @@ class PostgresDialect(Dialect):
 
         return sql.Identifier(*(p for p in (table.name.schema, table.name.name) if p))
 
-    def _run(self, cur: Any, table: Table, query: str, params: list[Any] | None, names: tuple[str, ...]) -> int:
+    def _run(
+        self,
+        cur: Any,
+        table: Table,
+        query: str,
+        params: list[Any] | None,
+        names: tuple[str, ...],
+        *,
+        counted: bool = False,
+    ) -> int:
+        """Run ``query``; the rows it changed (``counted``: the number it returns)."""
         import psycopg
 
         try:
             cur.execute(query, params)
+            if counted:
+                return int(cur.fetchone()[0])
+        except psycopg.errors.NotNullViolation as exc:
+            if table.info.columns.keys() - {*names} and exc.diag.column_name not in names:
+                raise TargetWriteError(self.left_out_message(table, exc.diag.column_name, _first_line(exc))) from exc
+            exc.add_note(f"while applying changes of {table.source} to {table.name}")
+            raise
         except psycopg.errors.DataError as exc:
             match = _PG_PARAMETER.search(exc.diag.context or "")
             column = names[(int(match.group(1)) - 1) % len(names)] if match else None
@@ -303,6 +352,11 @@ class PostgresDialect(Dialect):
             exc.add_note(f"while applying changes of {table.source} to {table.name}")
             raise
         return int(cur.rowcount)
+
+
+def _partial(table: Table, columns: tuple[str, ...]) -> bool:
+    """Whether rows of ``columns`` leave some of the target's columns out."""
+    return bool(table.info.columns.keys() - {*columns, POSITION_COLUMN})
 
 
 def _first_line(exc: BaseException) -> str:
