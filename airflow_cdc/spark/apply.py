@@ -276,7 +276,7 @@ def batch_writer(job: ApplyJob, totals: Totals) -> Callable[[Any, int], None]:
 
 def run(spark: Any, job: ApplyJob) -> dict[str, Any]:
     """Run the job to its end (caught up, or ``max_duration``) and say what it did."""
-    from airflow_cdc.spark.reading import read_stream
+    from airflow_cdc.spark.reading import available_now_end, drain, read_stream
 
     totals = Totals()
     write = batch_writer(job, totals)  # first: a wrong target fails before anything is read
@@ -285,9 +285,13 @@ def run(spark: Any, job: ApplyJob) -> dict[str, Any]:
         from airflow_cdc.spark.transactions import with_transaction_topic
 
         source = with_transaction_topic(job)
-    writer = read_stream(spark, source).writeStream.foreachBatch(write)
+    end = available_now_end(source) if job.trigger == "available-now" else None
+    writer = read_stream(spark, source, end).writeStream.foreachBatch(write)
     writer = writer.option("checkpointLocation", job.checkpoint).queryName(job.app_name)
-    if job.trigger == "available-now":
+    if end is not None:  # the Python Kafka source: availableNow in batches of max_records_per_batch
+        query = writer.trigger(processingTime="0 seconds").start()
+        drain(query, end)
+    elif job.trigger == "available-now":
         query = writer.trigger(availableNow=True).start()
         query.awaitTermination()
     else:

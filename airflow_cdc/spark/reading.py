@@ -12,9 +12,12 @@
 
 from __future__ import annotations
 
+import json
+import time
 from collections.abc import Mapping
 from dataclasses import dataclass, field
 from pathlib import Path
+from typing import Any
 
 from pyspark.sql import DataFrame, SparkSession
 from pyspark.sql import functions as F
@@ -67,37 +70,42 @@ class SourceOptions:
             raise ConfigError(problems)
 
 
-def read_stream(spark: SparkSession, options: SourceOptions) -> DataFrame:
-    """A streaming raw frame from the chosen source."""
+def read_stream(spark: SparkSession, options: SourceOptions, ending: dict[str, Any] | None = None) -> DataFrame:
+    """A streaming raw frame from the chosen source; ``ending``: the Python Kafka source's
+    ``endingOffsets`` (``available_now_end``)."""
     options.check()
     if options.kind == "changelog":
         return _changelog(spark, options)
-    return _kafka(spark, options)
+    return _kafka(spark, options, ending)
 
 
-def _kafka(spark: SparkSession, options: SourceOptions) -> DataFrame:
+def _kafka_options(options: SourceOptions) -> dict[str, str]:
+    out = {} if options.kind == "kafka-python" else {"failOnDataLoss": "true", **_KAFKA_READ}
+    out["kafka.bootstrap.servers"] = str(options.bootstrap_servers)
+    if options.topics:
+        out["subscribe"] = ",".join(options.topics)
+    else:
+        out["subscribePattern"] = str(options.topic_pattern)
+    out["startingOffsets"] = options.starting_offsets
+    if options.max_records_per_batch:
+        out["maxOffsetsPerTrigger"] = str(options.max_records_per_batch)
+    client = {key.removeprefix("kafka."): value for key, value in options.kafka.items()}
+    if options.kind == "kafka":  # the JVM client: librdkafka's SASL and CA names in Java's
+        client = java_client_settings(client)
+    return {**out, **{f"kafka.{key}": value for key, value in client.items()}}
+
+
+def _kafka(spark: SparkSession, options: SourceOptions, ending: dict[str, Any] | None = None) -> DataFrame:
     if options.kind == "kafka-python":
         from airflow_cdc.spark.sources.kafka_python import register
 
         register(spark)
         reader = spark.readStream.format("cdc_kafka")
     else:
-        reader = spark.readStream.format("kafka").option("failOnDataLoss", "true")
-        for key, value in _KAFKA_READ.items():
-            reader = reader.option(key, value)
-    reader = reader.option("kafka.bootstrap.servers", options.bootstrap_servers)
-    if options.topics:
-        reader = reader.option("subscribe", ",".join(options.topics))
-    else:
-        reader = reader.option("subscribePattern", options.topic_pattern)
-    reader = reader.option("startingOffsets", options.starting_offsets)
-    if options.max_records_per_batch:
-        reader = reader.option("maxOffsetsPerTrigger", str(options.max_records_per_batch))
-    client = {key.removeprefix("kafka."): value for key, value in options.kafka.items()}
-    if options.kind == "kafka":  # the JVM client: librdkafka's SASL and CA names in Java's
-        client = java_client_settings(client)
-    for key, value in client.items():
-        reader = reader.option(f"kafka.{key}", value)
+        reader = spark.readStream.format("kafka")
+    reader = reader.options(**_kafka_options(options))
+    if ending is not None:
+        reader = reader.option("endingOffsets", json.dumps(ending))
     frame = reader.load()
     return frame.select(
         "topic",
@@ -128,3 +136,46 @@ def _changelog(spark: SparkSession, options: SourceOptions) -> DataFrame:
         "key",
         "value",
     )
+
+
+def available_now_end(options: SourceOptions) -> dict[str, Any] | None:
+    """For an availableNow run of the Python Kafka source with ``max_records_per_batch``: the
+    topics' end offsets now, which the run drains in batches of at most that many records (Spark
+    4.1 runs a Python source under availableNow as one batch; Spark's own Kafka source does this
+    in ``prepareForTriggerAvailableNow``). None for every other source: Spark's own do it."""
+    if options.kind != "kafka-python" or not options.max_records_per_batch:
+        return None
+    from airflow_cdc.spark.sources.kafka_python import KafkaMetadata, offsets_to_json, parse_options
+
+    kafka = KafkaMetadata(parse_options(_kafka_options(options)))
+    try:
+        return offsets_to_json(kafka.latest(kafka.partitions(required=True)))
+    finally:
+        kafka.close()
+
+
+def drain(query: Any, end: Mapping[str, Any], poll: float = 0.2) -> None:
+    """Let ``query`` (started with a processing-time trigger of 0 over a source capped at
+    ``end``) run its batches back to back, and stop it once one - or an empty trigger - ended
+    at ``end``: what Trigger.AvailableNow does for a source that supports it."""
+    from airflow_cdc.spark.apply import offset_data
+    from airflow_cdc.spark.sources.kafka_python import offsets_from_json
+
+    want = offsets_from_json(end)
+    while query.isActive:
+        status = query.status
+        if not status.get("isTriggerActive"):
+            # The source, capped at ``end``, has nothing more (Spark's words for an empty trigger).
+            if not status.get("isDataAvailable") and status.get("message") == "Waiting for data to arrive":
+                break
+            sources = (query.lastProgress or {}).get("sources") or [{}]
+            reached = offset_data(sources[0].get("endOffset"))
+            if isinstance(reached, dict):
+                got = offsets_from_json(reached)
+                if all(got.get(tp, -1) >= offset for tp, offset in want.items()):
+                    break
+        query.awaitTermination(poll)
+    deadline = time.monotonic() + 600
+    while query.isActive and query.status.get("isTriggerActive") and time.monotonic() < deadline:
+        query.awaitTermination(poll)  # an empty trigger started meanwhile: let it end
+    query.stop()

@@ -20,6 +20,9 @@ Options (names as in Spark's Kafka source where they overlap; case does not matt
 - ``maxOffsetsPerTrigger``: at most this many records per micro-batch, shared among the
   partitions in proportion to their lag. See "Admission control" below for what it does with
   ``Trigger.AvailableNow``.
+- ``endingOffsets``: JSON offsets as in ``startingOffsets``; the stream reads no further (a
+  partition not named: nothing). The apply job's availableNow run passes the end offsets of
+  the moment it starts (``reading.available_now_end``), see "Admission control".
 - ``minPartitions``: by default each topic-partition with records in a batch is one Spark task,
   so a single-partition topic is read by one core. With ``minPartitions`` the ranges are split
   (as Spark's source does) until there are about that many tasks; each reads its slice of the
@@ -59,9 +62,12 @@ of the last batch Spark planned, which the reader learns from ``partitions(start
 for every batch, and with ``(end, end)`` on a restart, through ``AcceptsLatestSeenOffset``) and
 ``commit(end)``. With ``Trigger.AvailableNow`` Spark 4.1 runs a source without availableNow support
 as one batch (``spark.sql.streaming.triggerAvailableNowWrapper.enabled`` is off by default, and its
-wrapper would also take a single offset): with ``maxOffsetsPerTrigger`` set, such a run reads at
-most that many records and the next run continues. Leave it unset for availableNow runs that must
-drain the topics.
+wrapper would also take a single offset): with ``maxOffsetsPerTrigger`` set, such a run would
+read at most that many records. So the apply job runs availableNow for this source as Spark's
+own Kafka source does it (``prepareForTriggerAvailableNow``): it reads the end offsets when it
+starts, passes them as ``endingOffsets``, runs batches of at most ``maxOffsetsPerTrigger``
+records back to back, and stops once a batch (or an empty trigger) reached those offsets
+(``reading.drain``).
 
 Reads: one Spark input partition per topic-partition with records in the batch (or slices of
 one, see ``minPartitions``); each task assigns its partition to a group-less consumer, seeks, and

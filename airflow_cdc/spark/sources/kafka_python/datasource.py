@@ -85,13 +85,16 @@ class KafkaPythonStreamReader(DataSourceStreamReader):
         return {tp: earliest.get(tp, latest.get(tp, offset)) for tp, offset in wanted.items()}
 
     def latestOffset(self) -> dict[str, dict[str, int]]:
-        """The end of the next batch: every subscribed partition's end offset, limited by
-        ``maxOffsetsPerTrigger``. Partitions (and topics) not seen before start at their earliest
-        offset; those that vanished keep theirs."""
+        """The end of the next batch: every subscribed partition's end offset (at most
+        ``endingOffsets``), limited by ``maxOffsetsPerTrigger``. Partitions (and topics) not
+        seen before start at their earliest offset; those that vanished keep theirs."""
         kafka = self._kafka()
         partitions = kafka.partitions(required=self._planned is None)
         start = self._start(kafka, partitions)
         latest = kafka.latest(partitions)
+        ending = self.settings.ending
+        if ending is not None:  # an availableNow run: what was there when it started, no more
+            latest = {tp: min(offset, ending.get(tp, start[tp])) for tp, offset in latest.items()}
         return offsets_to_json({**start, **admit(start, latest, self.settings.max_offsets_per_trigger)})
 
     def _start(self, kafka: KafkaMetadata, partitions: list[TopicPartition]) -> Offsets:

@@ -37,6 +37,8 @@ class SourceSettings:
     pattern: str | None = None
     starting: str | Offsets = "latest"
     max_offsets_per_trigger: int | None = None
+    #: ``endingOffsets``: the stream goes no further (what an availableNow run drains).
+    ending: Offsets | None = None
     min_partitions: int | None = None
     fail_on_data_loss: bool = True
     poll_timeout_ms: int = 120_000
@@ -61,6 +63,7 @@ def parse_options(options: Mapping[str, str]) -> SourceSettings:
         pattern=_pattern(opts.get("subscribepattern"), problems),
         starting=_starting(opts.get("startingoffsets", "latest"), problems),
         max_offsets_per_trigger=_positive(opts, "maxoffsetspertrigger", "maxOffsetsPerTrigger", problems),
+        ending=_ending(opts.get("endingoffsets"), problems),
         min_partitions=_positive(opts, "minpartitions", "minPartitions", problems),
         fail_on_data_loss=_boolean(opts.get("failondataloss", "true"), "failOnDataLoss", problems),
         poll_timeout_ms=_positive(opts, "kafkaconsumer.polltimeoutms", "kafkaConsumer.pollTimeoutMs", problems)
@@ -103,6 +106,16 @@ def _starting(value: str, problems: list[ConfigProblem]) -> str | Offsets:
             ConfigProblem("startingOffsets", f"{value!r} is not understood", 'earliest, latest or {"topic": {"0": 12}}')
         )
         return "latest"
+
+
+def _ending(value: str | None, problems: list[ConfigProblem]) -> Offsets | None:
+    if value is None:
+        return None
+    try:
+        return offsets_from_json(json.loads(value))
+    except (ValueError, TypeError, AttributeError):
+        problems.append(ConfigProblem("endingOffsets", f"{value!r} is not understood", 'JSON: {"topic": {"0": 12}}'))
+        return None
 
 
 def _positive(opts: Mapping[str, str], key: str, name: str, problems: list[ConfigProblem]) -> int | None:
