@@ -23,7 +23,8 @@ POSITION_COLUMN = "_cdc_position"
 
 def create_target(server: Any, *, nullable_body: bool) -> str:
     """The target database with the source's tables (the apply job fills them); its URL. With
-    ``nullable_body`` the TOASTed ``docs.body`` may be NULL there (see ``scenarios.NOT_NULL``)."""
+    ``nullable_body`` the TOASTed ``docs.body`` may be NULL there (``pg-spark-not-null-toast`` keeps
+    it NOT NULL, as in the source)."""
     with server.connect() as conn:
         conn.execute(f"create database {TARGET_DATABASE}")
     with server.connect(TARGET_DATABASE) as conn:
