@@ -6,6 +6,7 @@ source under availableNow as one batch (``test_kafka_python_source``); the job d
 
 from __future__ import annotations
 
+import json
 from pathlib import Path
 from typing import Any
 
@@ -75,3 +76,34 @@ def test_other_sources_and_runs_without_a_limit_use_sparks_own_available_now() -
         is None
     )
     assert available_now_end(SourceOptions(kind="kafka-python", bootstrap_servers="x:1", topics=("t",))) is None
+
+
+def test_the_job_applies_everything_there_at_start_in_batches(
+    spark: Any, kafka_broker: Any, kafka_topic_prefix: str, tmp_path: Path
+) -> None:
+    """Through ``apply.run`` into a Parquet target: 1000 inserts, 400 per batch. Without the
+    drain, Spark ran one batch of 400 and the run ended with 600 left."""
+    from airflow_cdc.spark.apply import ApplyJob, run
+    from airflow_cdc.spark.targets.lake import create_table
+
+    topic = f"{kafka_topic_prefix}.public.items"
+    create_topic(kafka_broker, topic, partitions=3)
+    source = {"schema": "public", "table": "items"}
+    records = [(i % 3, json.dumps({"id": i}).encode(), json.dumps(_insert(i, source)).encode()) for i in range(1, 1001)]
+    produce(kafka_broker, topic, records)
+    url = f"parquet:{tmp_path / 'lake'}"
+    path = create_table(spark, url, "public.items", "id int, name string")
+    options = SourceOptions(
+        kind="kafka-python",
+        bootstrap_servers=kafka_broker.bootstrap_servers,
+        topics=(topic,),
+        max_records_per_batch=400,
+    )
+    result = run(spark, ApplyJob(source=options, target_url=url, checkpoint=str(tmp_path / "checkpoint")))
+    assert (result["batches"], result["records"]) == (3, 1000)
+    rows = spark.read.parquet(str(path / (path / "_current").read_text().strip())).select("id", "name").collect()
+    assert sorted((r.id, r.name) for r in rows) == [(i, f"item {i}") for i in range(1, 1001)]
+
+
+def _insert(i: int, source: dict[str, Any]) -> dict[str, Any]:
+    return {"before": None, "after": {"id": i, "name": f"item {i}"}, "op": "c", "source": {**source, "lsn": i}}
