@@ -19,6 +19,7 @@ import json
 import os
 import uuid
 from collections.abc import Callable, Iterator, Mapping
+from concurrent.futures import ThreadPoolExecutor
 from decimal import Decimal
 from pathlib import Path
 from typing import Any
@@ -97,6 +98,11 @@ def row_decoder(table: str, schema: Any, modes: Modes) -> Callable[[Any], tuple[
 
 
 class LakeTarget:
+    #: Tables of one batch applied at once (1: one after another). None: half the executors'
+    #: cores, at most 4 - each table's stages fill the cores they get, so on a small machine
+    #: (local[2]: 1) tables in parallel only contend (``bench/lake_tables.py``).
+    parallel_tables: int | None = None
+
     def __init__(self, url: str, table_map: Mapping[str, str], settings: Mapping[str, str]) -> None:
         self.kind, _, root = url.partition(":")
         self.root = Path(root.removeprefix("//"))
@@ -107,13 +113,26 @@ class LakeTarget:
         return self.root / self.table_map.get(table, table)
 
     def apply(self, latest: Any) -> dict[str, int]:
+        """Each table of the batch by its own Spark jobs, up to ``parallel_tables`` tables at once
+        from driver threads: a table's MERGE or rewrite is mostly driver-side latency (planning,
+        the Delta log, small stages) that leaves the executors' cores idle, and tables are
+        independent (own directory, own log). Counts are summed, and a failure raised, in the
+        tables' sorted order, whichever thread finished first."""
         counts = {"upserted": 0, "deleted": 0, "truncated": 0}
         latest = latest.persist()
         try:
-            for (table,) in latest.select("table").distinct().collect():
-                rows = latest.where(latest["table"] == table)
-                apply = self._delta if self.kind == "delta" else self._parquet
-                for name, value in apply(latest.sparkSession, table, rows).items():
+            tables = sorted(table for (table,) in latest.select("table").distinct().collect())
+            apply = self._delta if self.kind == "delta" else self._parquet
+
+            def one(table: str) -> dict[str, int]:
+                return apply(latest.sparkSession, table, latest.where(latest["table"] == table))
+
+            wanted = self.parallel_tables or min(4, latest.sparkSession.sparkContext.defaultParallelism // 2)
+            workers = max(1, min(len(tables), wanted))
+            with ThreadPoolExecutor(workers, thread_name_prefix="cdc-lake-table") as pool:
+                futures = [pool.submit(one, table) for table in tables]
+            for future in futures:  # all have ended: the first failing table's error, in table order
+                for name, value in future.result().items():
                     counts[name] = counts.get(name, 0) + value
         finally:
             latest.unpersist()
