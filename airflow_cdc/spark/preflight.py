@@ -21,6 +21,7 @@ answers, a timeout). Each message's first line is ``<label>: <the server's own w
 
 from __future__ import annotations
 
+import logging
 import os
 from collections.abc import Iterable, Mapping
 from pathlib import Path
@@ -29,6 +30,8 @@ from typing import Any
 from airflow_cdc.engine import mysql_client
 from airflow_cdc.engine.errors import CdcError, RetriableError
 from airflow_cdc.spark.targets import LAKE_SCHEMES, SQL_SCHEMES, scheme_of
+
+log = logging.getLogger(__name__)
 
 __all__ = ["TargetRefused", "TargetUnreachable", "check_before_start", "check_job_target"]
 
@@ -78,12 +81,38 @@ def check_before_start(
 def check_job_target(url: str, topics: Iterable[str], table_map: Mapping[str, str], named: Iterable[str] = ()) -> None:
     """The apply job's own check, on its driver before the stream starts (so before any record
     is read): every table it will write, named (``table_map``, lane groups: ``named``) or known
-    from a topic's name, must exist, have a unique key and let the job's user write it. Source
-    columns and key columns are known only from the changes: the first batch checks those."""
+    from a topic's name, must have a unique key and let the job's user write it, and a named one
+    must exist. A topic's name is only a guess at its table (a routed or renamed topic holds
+    another's changes): a guessed table that does not exist is left to the first batch, with a
+    warning. Source columns and key columns are known only from the changes: the first batch
+    checks those."""
     from airflow_cdc.spark.targets.sql import safe_url
 
-    tables = [*table_map, *named, *(t for t in map(source_table_of, topics) if t)]
-    check_before_start(url, f"target {safe_url(url)}", list(dict.fromkeys(tables)), table_map, writes_here=False)
+    label = f"target {safe_url(url)}"
+    tables = list(dict.fromkeys([*table_map, *named]))
+    guessed = [t for t in dict.fromkeys(filter(None, map(source_table_of, topics))) if t not in tables]
+    if guessed and scheme_of(url) in SQL_SCHEMES:
+        missing = _missing_tables(url, label, guessed, table_map)
+        for table in missing:
+            log.warning("%s: no table for %s (from its topic's name) yet; the first batch will tell", label, table)
+        tables += [t for t in guessed if t not in missing]
+    check_before_start(url, label, tables, table_map, writes_here=False)
+
+
+def _missing_tables(url: str, label: str, tables: list[str], table_map: Mapping[str, str]) -> list[str]:
+    from airflow_cdc.spark.targets.sql import TableName, dialect_for
+
+    dialect = dialect_for(url)
+    try:
+        conn = dialect.connect(url)
+    except _driver_errors() as exc:
+        raise _classified(exc, label) from exc
+    try:
+        return [t for t in tables if dialect.read_table(conn, TableName.parse(table_map.get(t, t))) is None]
+    except _driver_errors() as exc:
+        raise _classified(exc, label) from exc
+    finally:
+        conn.close()
 
 
 def source_table_of(topic: str) -> str | None:
