@@ -7,8 +7,9 @@ whole time: 0 violations with ``consistency=transaction``, violations with ``con
 the check can fail), and target == source row by row afterwards; also across a SIGKILL of the
 driver and a rerun.
 
-The feed is a fixture parameter: ``connect`` (Debezium's connector on Kafka Connect). The
-embedded engine's feed, once it writes the same metadata, is one more parameter of ``feed``.
+The feed is a module-scoped fixture parameter, captured once and read by every test: ``connect``
+(Debezium's PostgreSQL connector on Kafka Connect) and ``engine`` (our embedded engine, Kafka
+sink), both with ``provide.transaction.metadata``.
 """
 
 from __future__ import annotations
@@ -18,6 +19,8 @@ import os
 import signal
 import subprocess
 import sys
+import threading
+import uuid
 from collections.abc import Callable, Iterator
 from dataclasses import dataclass
 from pathlib import Path
@@ -37,8 +40,8 @@ pytestmark = [pytest.mark.integration, pytest.mark.slow, pytest.mark.timeout(900
 
 #: Source transactions in the load; with ``BATCH`` records per micro-batch the job makes many
 #: batches, most of which end inside a transaction.
-TRANSACTIONS = 150
-BATCH = 300
+TRANSACTIONS = 100
+BATCH = 150
 
 
 @dataclass
@@ -73,14 +76,13 @@ def _end_count(bootstrap: str, topic: str) -> int:
         consumer.close()
 
 
-@pytest.fixture(params=["connect"])
-def feed(request: pytest.FixtureRequest, pg_server: Any, pg_database: str, kafka_topic_prefix: str) -> Iterator[Feed]:
-    """The load, captured by ``request.param`` with ``provide.transaction.metadata``."""
-    dsn = _source(pg_server, pg_database)
-    prefix = kafka_topic_prefix
-    broker = request.getfixturevalue("kafka_broker")
-    connect = request.getfixturevalue("connect")
-    slot = f"slot_{prefix.replace('-', '_').replace('.', '_')}"
+def _connect_feed(
+    request: pytest.FixtureRequest, pg_server: Any, database: str, prefix: str, slot: str
+) -> Iterator[None]:
+    """Debezium's PostgreSQL connector on the test Connect worker."""
+    from airflow_cdc.kafka_connect.client import ConnectClient
+
+    worker = request.getfixturevalue("connect_worker")
     config = {
         "connector.class": "io.debezium.connector.postgresql.PostgresConnector",
         "plugin.name": "pgoutput",
@@ -88,7 +90,7 @@ def feed(request: pytest.FixtureRequest, pg_server: Any, pg_database: str, kafka
         "database.hostname": pg_server.host,
         "database.port": str(pg_server.port),
         "database.user": pg_server.user,
-        "database.dbname": pg_database,
+        "database.dbname": database,
         "slot.name": slot,
         "publication.name": f"pub_{slot}",
         "publication.autocreate.mode": "filtered",
@@ -99,23 +101,83 @@ def feed(request: pytest.FixtureRequest, pg_server: Any, pg_database: str, kafka
     }
     if pg_server.password:
         config["database.password"] = pg_server.password
-    connect.create(f"{prefix}-tx", config)
+    with ConnectClient(worker.url) as connect:
+        connect.create(f"{prefix}-tx", config)
+        yield
+        connect.delete(f"{prefix}-tx")
+
+
+def _engine_feed(pg_server: Any, database: str, prefix: str, slot: str, bootstrap: str, state: Path) -> Iterator[None]:
+    """Our embedded engine, the same settings, its Kafka sink."""
+    from airflow_cdc.engine.server.instance import EngineInstance
+
+    instance = EngineInstance(
+        {
+            "name": f"{prefix}-tx",
+            "connector.class": "io.debezium.connector.postgresql.PostgresConnector",
+            "topic.prefix": prefix,
+            "database.hostname": pg_server.host,
+            "database.port": pg_server.port,
+            "database.user": pg_server.user,
+            **({"database.password": pg_server.password} if pg_server.password else {}),
+            "database.dbname": database,
+            "slot.name": slot,
+            "publication.name": f"pub_{slot}",
+            "publication.autocreate.mode": "filtered",
+            "table.include.list": ",".join(f"public.{t}" for t in TABLES),
+            "snapshot.mode": "no_data",
+            "provide.transaction.metadata": True,
+            "slot.drop.on.stop": True,
+            "state.dir": str(state),
+            "api.enabled": False,
+            "offset.flush.interval.ms": 200,
+            "sink.type": "kafka",
+            "sink.kafka.producer.bootstrap.servers": bootstrap,
+        }
+    )
+    thread = threading.Thread(target=instance.run, name="tx-feed-engine", daemon=True)
+    thread.start()
+    try:
+        yield
+    finally:
+        instance.request_stop()
+        thread.join(60)
+
+
+@pytest.fixture(scope="module", params=["connect", "engine"])
+def feed(request: pytest.FixtureRequest, pg_server: Any, tmp_path_factory: pytest.TempPathFactory) -> Iterator[Feed]:
+    """The load, captured once per module by ``request.param`` with ``provide.transaction.metadata``:
+    Debezium on Kafka Connect, or our engine. Each test applies it from the topics afresh."""
+    database = pg_server.create_database()
+    dsn = _source(pg_server, database)
+    prefix = f"t{uuid.uuid4().hex[:12]}"
+    broker = request.getfixturevalue("kafka_broker")
+    slot = f"slot_{prefix}"
+    if request.param == "connect":
+        capture = _connect_feed(request, pg_server, database, prefix, slot)
+    else:
+        state = tmp_path_factory.mktemp("tx-engine")
+        capture = _engine_feed(pg_server, database, prefix, slot, broker.bootstrap_servers, state)
+    next(capture)
 
     def slot_ready() -> bool:
         with psycopg.connect(dsn) as conn:
             found = conn.execute("select 1 from pg_replication_slots where slot_name = %s", (slot,))
             return found.fetchone() is not None
 
-    wait_until(slot_ready, 120, "the connector's slot")
-    load(dsn, TRANSACTIONS)
-    topics = tuple(f"{prefix}.public.{t}" for t in TABLES)
-    options = SourceOptions(
-        kind="kafka", bootstrap_servers=broker.bootstrap_servers, topics=topics, max_records_per_batch=BATCH
-    )
-    # BEGIN and END per transaction: the accounts' one and the load's.
-    records = 2 * (TRANSACTIONS + 1)
-    yield Feed(options, dsn, lambda: _end_count(broker.bootstrap_servers, f"{prefix}.transaction") >= records)
-    connect.delete(f"{prefix}-tx")
+    try:
+        wait_until(slot_ready, 120, "the capturing side's slot")
+        load(dsn, TRANSACTIONS)
+        topics = tuple(f"{prefix}.public.{t}" for t in TABLES)
+        options = SourceOptions(
+            kind="kafka", bootstrap_servers=broker.bootstrap_servers, topics=topics, max_records_per_batch=BATCH
+        )
+        # BEGIN and END per transaction: the accounts' one and the load's.
+        records = 2 * (TRANSACTIONS + 1)
+        yield Feed(options, dsn, lambda: _end_count(broker.bootstrap_servers, f"{prefix}.transaction") >= records)
+    finally:
+        next(capture, None)
+        pg_server.drop_database(database)
 
 
 @dataclass
@@ -221,11 +283,11 @@ def test_key_mode_shows_half_transactions_to_the_same_reader(
     assert reader.violations > 0, f"no violation in {reader.checks} checks"
 
 
+# The crash and the lake target do not depend on who captured: one feed (ours) is enough.
+@pytest.mark.parametrize("feed", ["engine"], indirect=True)
 def test_a_driver_killed_mid_run_then_rerun_keeps_transactions_whole(
     feed: Feed, target: Target, tmp_path: Path
 ) -> None:
-    if target.kind != "postgresql":
-        pytest.skip("one target is enough for the crash: the state tables are the same SQL")
     wait_until(feed.delivered, 180, "the load on the topics")
     options = feed.options
     args = [
@@ -235,6 +297,7 @@ def test_a_driver_killed_mid_run_then_rerun_keeps_transactions_whole(
         *("--source", options.kind, "--topics", ",".join(options.topics)),
         *("--bootstrap-servers", str(options.bootstrap_servers), "--checkpoint", str(tmp_path / "checkpoint")),
         *("--max-records-per-batch", str(BATCH), "--consistency", "transaction", "--lanes", "4"),
+        *(arg for source, table in target.table_map.items() for arg in ("--table-map", f"{source}={table}")),
     ]
     env = {**os.environ, TARGET_URL_ENV: target.url, "CDC_SPARK_MASTER": "local[2]"}
     log = tmp_path / "driver.log"
@@ -269,6 +332,7 @@ LAKE_COLUMNS = {
 }
 
 
+@pytest.mark.parametrize("feed", ["engine"], indirect=True)
 def test_a_delta_target_applies_only_complete_transactions_and_ends_equal_to_the_source(
     feed: Feed, spark: Any, tmp_path: Path
 ) -> None:
