@@ -25,7 +25,7 @@ import json
 import os
 import sys
 import time
-from collections.abc import Callable, Iterable, Sequence
+from collections.abc import Iterable, Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -64,19 +64,6 @@ class ApplyJob:
     consistency: str = "key"
     #: Debezium's ``<topic.prefix>.transaction`` topic, read in ``transaction`` mode.
     transaction_topic: str | None = None
-
-
-@dataclass
-class Totals:
-    """What the run did, summed over its micro-batches."""
-
-    batches: int = 0
-    records: int = 0
-    counts: dict[str, int] = field(default_factory=dict)
-
-    def add(self, counts: dict[str, int]) -> None:
-        for name, value in counts.items():
-            self.counts[name] = self.counts.get(name, 0) + int(value)
 
 
 def _pairs(values: Iterable[str], what: str) -> dict[str, str]:
@@ -243,39 +230,9 @@ def _env_kafka_options() -> dict[str, str]:
     return {str(k): str(v) for k, v in options.items()}
 
 
-def batch_writer(job: ApplyJob, totals: Totals) -> Callable[[Any, int], None]:
-    """The ``foreachBatch`` function: transforms, lanes, target; totals counted on the driver."""
-    from airflow_cdc.spark.preflight import check_job_target
-    from airflow_cdc.spark.targets import target_for
-    from airflow_cdc.spark.transforms import batch_facts, laned_latest, parse, row_changes
-
-    if job.consistency == "transaction":
-        from airflow_cdc.spark.transactions import consistent_writer
-
-        return consistent_writer(job, totals)
-    target = target_for(job.target_url, job.table_map, job.settings)
-    check_job_target(job.target_url, job.source.topics, job.table_map, job.lane_groups)
-
-    def write(batch: Any, batch_id: int) -> None:
-        # Cached parsed, not raw: the steps after it read the changes several times (``parse``).
-        parsed = parse(batch).persist()
-        try:
-            facts = batch_facts(parsed)
-            records = facts.records
-            if records:
-                laned = laned_latest(row_changes(parsed), job.lanes, job.lane_groups, facts)
-                totals.add(target.apply(laned))
-            totals.batches += 1
-            totals.records += records
-            print(f"applied batch {batch_id}: {records} records", file=sys.stderr, flush=True)
-        finally:
-            parsed.unpersist()
-
-    return write
-
-
 def run(spark: Any, job: ApplyJob) -> dict[str, Any]:
     """Run the job to its end (caught up, or ``max_duration``) and say what it did."""
+    from airflow_cdc.spark.batches import Totals, batch_writer
     from airflow_cdc.spark.reading import available_now_end, drain, read_stream
 
     totals = Totals()
@@ -306,6 +263,7 @@ def run(spark: Any, job: ApplyJob) -> dict[str, Any]:
         "batches": totals.batches,
         "records": totals.records,
         **totals.counts,
+        "phases_s": {name: round(seconds, 3) for name, seconds in totals.phases.items()},
         "end_offsets": end_offsets[0] if len(end_offsets) == 1 else end_offsets,
     }
 

@@ -1,0 +1,85 @@
+"""One micro-batch of the apply job (``foreachBatch``): parse, last change per key, lanes, target,
+and what the run did - counts and the seconds of each phase of its batches.
+
+The phases are measured apart so the next bottleneck is visible (issue 27): ``read`` is the
+source and the JSON parse (the batch facts' job materialises the parsed cache), ``transform``
+the last change per key and the lanes (a count runs their shuffles), ``write`` the target (it
+reuses the shuffles' output, so nothing is computed twice).
+"""
+
+from __future__ import annotations
+
+import sys
+import time
+from collections.abc import Callable
+from dataclasses import dataclass, field
+from typing import TYPE_CHECKING, Any
+
+if TYPE_CHECKING:
+    from airflow_cdc.spark.apply import ApplyJob
+
+PHASES = ("read", "transform", "write")
+
+
+@dataclass
+class Totals:
+    """What the run did, summed over its micro-batches."""
+
+    batches: int = 0
+    records: int = 0
+    counts: dict[str, int] = field(default_factory=dict)
+    #: Seconds per phase of the batches: ``read`` (the source and the JSON parse), ``transform``
+    #: (the last change per key, the lanes), ``write`` (the target) - where the next bottleneck is.
+    phases: dict[str, float] = field(default_factory=dict)
+
+    def add(self, counts: dict[str, int]) -> None:
+        for name, value in counts.items():
+            self.counts[name] = self.counts.get(name, 0) + int(value)
+
+    def timed(self, phase: str, started: float) -> float:
+        """Adds the seconds since ``started`` to ``phase``; returns them."""
+        seconds = time.perf_counter() - started
+        self.phases[phase] = self.phases.get(phase, 0.0) + seconds
+        return seconds
+
+
+def batch_writer(job: ApplyJob, totals: Totals) -> Callable[[Any, int], None]:
+    """The ``foreachBatch`` function: transforms, lanes, target; totals counted on the driver."""
+    from airflow_cdc.spark.preflight import check_job_target
+    from airflow_cdc.spark.targets import target_for
+    from airflow_cdc.spark.transforms import batch_facts, laned_latest, parse, row_changes
+
+    if job.consistency == "transaction":
+        from airflow_cdc.spark.transactions import consistent_writer
+
+        return consistent_writer(job, totals)
+    target = target_for(job.target_url, job.table_map, job.settings)
+    check_job_target(job.target_url, job.source.topics, job.table_map, job.lane_groups)
+
+    def write(batch: Any, batch_id: int) -> None:
+        # Cached parsed, not raw: the steps after it read the changes several times (``parse``).
+        started = time.perf_counter()
+        parsed = parse(batch).persist()
+        try:
+            facts = batch_facts(parsed)  # reads the source and parses: the read phase
+            records = facts.records
+            took = [totals.timed("read", started)]
+            if records:
+                started = time.perf_counter()
+                laned = laned_latest(row_changes(parsed), job.lanes, job.lane_groups, facts)
+                # Runs the shuffles; the write below reuses their output (Spark skips the
+                # stages), so the count costs one small job and splits transform from write.
+                rows = laned.count()
+                took.append(totals.timed("transform", started))
+                started = time.perf_counter()
+                totals.add(target.apply(laned))
+                took.append(totals.timed("write", started))
+            totals.batches += 1
+            totals.records += records
+            phases = ", ".join(f"{name} {seconds:.2f} s" for name, seconds in zip(PHASES, took, strict=False))
+            rows_text = f", {rows} rows" if records else ""
+            print(f"applied batch {batch_id}: {records} records{rows_text} ({phases})", file=sys.stderr, flush=True)
+        finally:
+            parsed.unpersist()
+
+    return write
