@@ -161,6 +161,9 @@ def test_the_job_leaves_the_target_equal_to_the_source_and_a_rerun_applies_nothi
     options, source, target = captured
     first = run(spark, job(options, target, tmp_path / "checkpoint", lanes=2))
     assert first["records"] > 2000 and first["upserted"] >= 2000
+    # Each phase of the batches timed, so the run says where its time went.
+    assert set(first["phases_s"]) == {"read", "transform", "write"}
+    assert all(seconds > 0 for seconds in first["phases_s"].values()), first["phases_s"]
     assert_same(source, target)
     again = run(spark, job(options, target, tmp_path / "checkpoint"))
     assert again["records"] == 0
