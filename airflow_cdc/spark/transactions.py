@@ -195,7 +195,7 @@ class ConsistentTarget(Protocol):
 
 def transaction_writer(job: Any, totals: Any, tables: Tables, target: ConsistentTarget) -> Callable[[Any, int], None]:
     """The ``foreachBatch`` function of the mode."""
-    from airflow_cdc.spark.transforms import laned_latest, parse, row_changes
+    from airflow_cdc.spark.transforms import batch_facts, laned_latest, parse, row_changes
 
     state: dict[str, Any] = {}
 
@@ -216,8 +216,9 @@ def transaction_writer(job: Any, totals: Any, tables: Tables, target: Consistent
             cut = split(raw, tables)
             parsed = parse(cut.ready).persist()
             try:
-                records = parsed.count()
-                latest = laned_latest(row_changes(parsed), 1, job.lane_groups)
+                facts = batch_facts(parsed)  # the count, and which branches the plan needs
+                records = facts.records
+                latest = laned_latest(row_changes(parsed), 1, job.lane_groups, facts)
                 totals.add(target.apply_batch(latest, batch_id, cut.held, state["query"]))
             finally:
                 parsed.unpersist()
