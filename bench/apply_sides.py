@@ -186,7 +186,7 @@ def run_ours(spark: Any, job: Any) -> dict[str, Any]:
 
 
 def timed_batch_writer(phases: dict[str, Any]) -> Callable[[Any, Any], Callable[[Any, int], None]]:
-    """``apply.batch_writer`` with each step materialised and timed into ``phases``: read (the
+    """``batches.batch_writer`` with each step materialised and timed into ``phases``: read (the
     batch from Kafka into Spark's cache), parse (``flatten``: the envelope's JSON), latest (last
     change per key, then lanes: shuffle and sort), write (the SQL target), and the rows each
     lane partition held (one table is one lane: one task writes it)."""
@@ -228,15 +228,15 @@ def timed_batch_writer(phases: dict[str, Any]) -> Callable[[Any, Any], Callable[
 def run_ours_phases(spark: Any, job: Any) -> dict[str, Any]:
     """One run with the timed batch function; its phases and the rest (query start, offsets,
     planning, commit) as ``outside``."""
-    from airflow_cdc.spark import apply
+    from airflow_cdc.spark import batches
 
     phases: dict[str, Any] = dict.fromkeys(("read", "parse", "latest", "write", "rows_out"), 0.0)
-    original = apply.batch_writer
-    apply.batch_writer = timed_batch_writer(phases)  # type: ignore[assignment]
+    original = batches.batch_writer
+    batches.batch_writer = timed_batch_writer(phases)  # type: ignore[assignment]
     try:
         out = run_ours(spark, job)
     finally:
-        apply.batch_writer = original  # type: ignore[assignment]
+        batches.batch_writer = original  # type: ignore[assignment]
     phases["outside"] = out["seconds"] - sum(phases[k] for k in ("read", "parse", "latest", "write"))
     phases = {k: round(v, 2) if isinstance(v, float) else v for k, v in phases.items()}
     return {**out, "phases": phases}
