@@ -1,8 +1,9 @@
 """The apply loop: latest-frame rows (``frames.py``) to a SQL target, one transaction per call.
 
 Runs on the Spark executors, inside ``foreachPartition``: :func:`apply_changes` takes one
-partition's rows (pyspark ``Row`` or any object with ``table, op, key, after, unavailable,
-position``) and a picklable :class:`SqlTargetSettings`, opens one connection, applies every row
+partition's rows (plain tuples of ``table, op, key, after, unavailable, position`` in that
+order, as ``arrow_rows.latest_rows`` reads them, or a pyspark ``Row`` or any object with those
+fields) and a picklable :class:`SqlTargetSettings`, opens one connection, applies every row
 in one transaction, commits, and returns counts. Nothing here imports Spark, and nothing here
 writes SQL: the statements are the dialect's (``dialect.py``, ``postgres.py``, ``mysql.py``).
 
@@ -111,10 +112,16 @@ _TABLE, _OP, _KEY, _AFTER, _UNAVAILABLE, _POSITION = range(6)
 _ROW_OPS = frozenset(("c", "u", "r", "d"))
 
 
+def _as_is(row: tuple[Any, ...]) -> tuple[Any, ...]:
+    return row
+
+
 def _reader(row: Any) -> Callable[[Any], tuple[Any, ...]]:
-    """Reads the six fields of rows shaped like ``row``: by index from a pyspark ``Row`` or a
+    """Reads the six fields of rows shaped like ``row``: a plain tuple as it is, by index from a pyspark ``Row`` or a
     named tuple (a Row's attribute access is a linear search of its field names), else by
     attribute, else by key."""
+    if type(row) is tuple:  # a plain tuple: the fields in order (``arrow_rows.latest_rows``)
+        return _as_is
     fields = getattr(row, "__fields__", None) or getattr(row, "_fields", None)
     if isinstance(row, tuple) and fields and all(f in fields for f in _FIELDS):
         return itemgetter(*(list(fields).index(f) for f in _FIELDS))
