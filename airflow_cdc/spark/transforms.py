@@ -23,8 +23,11 @@ from pyspark.sql import functions as F
 
 from airflow_cdc.spark.frames import UNAVAILABLE_PLACEHOLDER
 
+#: What the job reads of an envelope. Not ``before``: the record key names the row and ``after``
+#: is its new state, and skipping it spares the JSON parse a map per delete (per update, too,
+#: under REPLICA IDENTITY FULL or MySQL's full row image).
 _ENVELOPE = (
-    "before map<string,string>, after map<string,string>, op string, "
+    "after map<string,string>, op string, "
     "source struct<db: string, schema: string, table: string, snapshot: string, lsn: long, sequence: string, "
     "file: string, pos: long, row: long>"
 )
@@ -266,7 +269,15 @@ def laned_latest(
 ) -> DataFrame:
     """``flatten``'s changes → the latest frame spread for the target (``for_lanes``): what the
     job writes. ``facts`` (:func:`batch_facts` of the batch) lets the plan leave out what the
-    batch does not need."""
+    batch does not need.
+
+    The common batch (no TRUNCATE, no TOAST placeholder, no lane groups) is spread by
+    (table, key) *before* the last change per key is taken: the aggregate's grouping then needs
+    no shuffle of its own, so the batch crosses the network once, not twice (``for_lanes``
+    spreads by the same hash after the aggregate)."""
+    if facts is not None and not facts.truncates and not facts.toasted and not groups:
+        spread = changes.repartition(lanes, "table", "key")
+        return _latest(spread, facts).drop(_TRUNCATED).sortWithinPartitions("table", "position")
     return for_lanes(_latest(changes, facts), lanes, groups)
 
 

@@ -284,3 +284,21 @@ def test_without_a_truncate_or_placeholder_the_plan_has_one_grouping(spark: Any)
     full = laned_latest(flatten(frame), 2)._jdf.queryExecution().toString()
     assert "Join" not in lean.split("== Optimized Logical Plan ==")[1]
     assert "Join" in full.split("== Optimized Logical Plan ==")[1]
+
+
+def test_the_lean_plan_shuffles_the_batch_once_and_spreads_it_over_the_lanes(spark: Any) -> None:
+    """Spread by (table, key) before the last change per key: the aggregate needs no shuffle of
+    its own (the general plan shuffles for the aggregate, then again for the lanes)."""
+    from airflow_cdc.spark.transforms import BatchFacts, flatten, laned_latest
+
+    records = [(k % 150, pg_event("c", k % 150, {"id": k % 150, "n": str(k)}, (10, 10 + k))) for k in range(300)]
+    frame = raw(spark, records)
+    lean = laned_latest(flatten(frame), 4, facts=BatchFacts(300, False, False))
+    plan = lean._jdf.queryExecution().executedPlan().toString()
+    assert plan.count("Exchange") == 1, plan
+    parts = [p for p in lean.rdd.glom().collect() if p]
+    assert len(parts) == 4
+    assert sorted(r.key for p in parts for r in p) == sorted(json.dumps({"id": k}) for k in range(150))
+    for part in parts:
+        assert [r.position for r in part] == sorted(r.position for r in part)
+    assert {r.after["n"] for p in parts for r in p} == {str(k) for k in range(150, 300)}  # the last change
