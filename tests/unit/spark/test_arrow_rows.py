@@ -37,7 +37,7 @@ def _batch(rows: list[tuple]) -> pa.RecordBatch:
 
 
 def test_rows_come_out_as_tuples_in_the_frames_order() -> None:
-    assert FIELDS == tuple(_SCHEMA.names)
+    assert tuple(_SCHEMA.names) == FIELDS
     got = list(latest_rows([_batch(ROWS)]))
     want = [(*row[:4], row[4] or [], row[5]) for row in ROWS]  # a null array reads as empty
     assert got == want
