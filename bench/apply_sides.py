@@ -8,8 +8,7 @@
   row's arrival is noted too.
 - ``ours``: the apply job (``airflow_cdc.spark.apply.run``, Spark's Kafka source, availableNow,
   no per-batch limit) in the bench's SparkSession, timed from ``run`` to its return.
-- ``ours_phases``: the same run with the batch function swapped for one that materialises each
-  step and times it (``timed_batch_writer``), apart from the timed runs, which do not pay for it.
+- ``ours_phases``: the phases the run's batches report (read, transform, write), and the rest.
 """
 
 from __future__ import annotations
@@ -182,61 +181,18 @@ def run_ours(spark: Any, job: Any) -> dict[str, Any]:
 
     started = time.perf_counter()
     result = run(spark, job)
-    return {"seconds": time.perf_counter() - started, "records": int(result["records"]), "batches": result["batches"]}
-
-
-def timed_batch_writer(phases: dict[str, Any]) -> Callable[[Any, Any], Callable[[Any, int], None]]:
-    """``batches.batch_writer`` with each step materialised and timed into ``phases``: read (the
-    batch from Kafka into Spark's cache), parse (``flatten``: the envelope's JSON), latest (last
-    change per key, then lanes: shuffle and sort), write (the SQL target), and the rows each
-    lane partition held (one table is one lane: one task writes it)."""
-    from pyspark.sql import functions as F
-
-    from airflow_cdc.spark.targets import target_for
-    from airflow_cdc.spark.transforms import flatten, for_lanes, latest_changes
-
-    def batch_writer(job: Any, totals: Any) -> Callable[[Any, int], None]:
-        target = target_for(job.target_url, job.table_map, job.settings)
-
-        def write(batch: Any, batch_id: int) -> None:
-            marks = [time.perf_counter()]
-            batch = batch.persist()
-            records = batch.count()
-            marks.append(time.perf_counter())
-            flat = flatten(batch).persist()
-            flat.count()
-            marks.append(time.perf_counter())
-            laned = for_lanes(latest_changes(flat), job.lanes, job.lane_groups).persist()
-            phases["rows_out"] += laned.count()
-            marks.append(time.perf_counter())
-            totals.add(target.apply(laned))
-            marks.append(time.perf_counter())
-            for name, began, ended in zip(("read", "parse", "latest", "write"), marks, marks[1:], strict=False):
-                phases[name] += ended - began
-            per_task = laned.groupBy(F.spark_partition_id().alias("p")).count().collect()
-            phases["write_task_rows"] = sorted(int(row["count"]) for row in per_task)
-            totals.batches += 1
-            totals.records += records
-            for frame in (laned, flat, batch):
-                frame.unpersist()
-
-        return write
-
-    return batch_writer
+    return {
+        "seconds": time.perf_counter() - started,
+        "records": int(result["records"]),
+        "batches": result["batches"],
+        "phases_s": result.get("phases_s") or {},
+    }
 
 
 def run_ours_phases(spark: Any, job: Any) -> dict[str, Any]:
-    """One run with the timed batch function; its phases and the rest (query start, offsets,
-    planning, commit) as ``outside``."""
-    from airflow_cdc.spark import batches
-
-    phases: dict[str, Any] = dict.fromkeys(("read", "parse", "latest", "write", "rows_out"), 0.0)
-    original = batches.batch_writer
-    batches.batch_writer = timed_batch_writer(phases)  # type: ignore[assignment]
-    try:
-        out = run_ours(spark, job)
-    finally:
-        batches.batch_writer = original  # type: ignore[assignment]
-    phases["outside"] = out["seconds"] - sum(phases[k] for k in ("read", "parse", "latest", "write"))
-    phases = {k: round(v, 2) if isinstance(v, float) else v for k, v in phases.items()}
+    """One run and the phases its batches report (``batches.py``: read, transform, write), with
+    the rest of the run (query start, offsets, planning, commit) as ``outside``."""
+    out = run_ours(spark, job)
+    phases = {name: round(seconds, 2) for name, seconds in out.pop("phases_s").items()}
+    phases["outside"] = round(out["seconds"] - sum(phases.values()), 2)
     return {**out, "phases": phases}

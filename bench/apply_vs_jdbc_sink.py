@@ -27,7 +27,7 @@ An untimed warm-up runs each side on the first ~7,000 records of each partition 
 fresh JVM path loads and compiles). Sides take turns going first; rates are medians, ``ratio``
 (ours / JDBC sink, goal >= 2.0) the median of the rounds' ratios; ``capture_ratio`` = our apply
 rate / the engine's capture rate of the same events (goal >= 0.5). A last, untimed run of ours
-times its phases (read, parse, latest per key, write, the rest). The last line is one JSON object.
+reports its phases (read, transform, write, the rest). The last line is one JSON object.
 
     CDC_JARS=... python bench/apply_vs_jdbc_sink.py --quick    # ~200k events (full: ~1M)
 """

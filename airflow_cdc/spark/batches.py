@@ -3,8 +3,9 @@ and what the run did - counts and the seconds of each phase of its batches.
 
 The phases are measured apart so the next bottleneck is visible (issue 27): ``read`` is the
 source and the JSON parse (the batch facts' job materialises the parsed cache), ``transform``
-the last change per key and the lanes (a count runs their shuffles), ``write`` the target (it
-reuses the shuffles' output, so nothing is computed twice).
+the last change per key and the lanes, ``write`` the target. A SQL target computes and writes
+the latest frame in one Spark job and times its halves itself (``SqlTarget.phases``); for a lake
+target a count runs the transform first.
 """
 
 from __future__ import annotations
@@ -47,6 +48,7 @@ def batch_writer(job: ApplyJob, totals: Totals) -> Callable[[Any, int], None]:
     """The ``foreachBatch`` function: transforms, lanes, target; totals counted on the driver."""
     from airflow_cdc.spark.preflight import check_job_target
     from airflow_cdc.spark.targets import target_for
+    from airflow_cdc.spark.targets.sql_target import SqlTarget
     from airflow_cdc.spark.transforms import batch_facts, laned_latest, parse, row_changes
 
     if job.consistency == "transaction":
@@ -67,13 +69,20 @@ def batch_writer(job: ApplyJob, totals: Totals) -> Callable[[Any, int], None]:
             if records:
                 started = time.perf_counter()
                 laned = laned_latest(row_changes(parsed), job.lanes, job.lane_groups, facts)
-                # Runs the shuffles; the write below reuses their output (Spark skips the
-                # stages), so the count costs one small job and splits transform from write.
-                rows = laned.count()
-                took.append(totals.timed("transform", started))
-                started = time.perf_counter()
-                totals.add(target.apply(laned))
-                took.append(totals.timed("write", started))
+                if isinstance(target, SqlTarget):
+                    # One Spark job computes and writes the latest frame; the target times its
+                    # two halves (a count first would run the plan's shuffle a second time).
+                    totals.add(target.apply(laned))
+                    rows = target.rows
+                    for phase in ("transform", "write"):
+                        took.append(target.phases[phase])
+                        totals.phases[phase] = totals.phases.get(phase, 0.0) + target.phases[phase]
+                else:
+                    rows = laned.count()  # the lake targets' own jobs read it again
+                    took.append(totals.timed("transform", started))
+                    started = time.perf_counter()
+                    totals.add(target.apply(laned))
+                    took.append(totals.timed("write", started))
             totals.batches += 1
             totals.records += records
             phases = ", ".join(f"{name} {seconds:.2f} s" for name, seconds in zip(PHASES, took, strict=False))
