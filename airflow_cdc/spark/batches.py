@@ -2,8 +2,8 @@
 and what the run did - counts and the seconds of each phase of its batches.
 
 The phases are measured apart so the next bottleneck is visible (issue 27): ``read`` is the
-source and the JSON parse (the batch facts' job materialises the parsed cache), ``transform``
-the last change per key and the lanes, ``write`` the target. A SQL target computes and writes
+source (the batch facts' job reads it into Spark's cache), ``transform`` the JSON parse, the
+last change per key and the lanes, ``write`` the target. A SQL target computes and writes
 the latest frame in one Spark job and times its halves itself (``SqlTarget.phases``); for a lake
 target a count runs the transform first.
 """
@@ -49,7 +49,7 @@ def batch_writer(job: ApplyJob, totals: Totals) -> Callable[[Any, int], None]:
     from airflow_cdc.spark.preflight import check_job_target
     from airflow_cdc.spark.targets import target_for
     from airflow_cdc.spark.targets.sql_target import SqlTarget
-    from airflow_cdc.spark.transforms import batch_facts, laned_latest, parse, row_changes
+    from airflow_cdc.spark.transforms import laned_latest, parse, raw_facts, row_changes
 
     if job.consistency == "transaction":
         from airflow_cdc.spark.transactions import consistent_writer
@@ -59,15 +59,20 @@ def batch_writer(job: ApplyJob, totals: Totals) -> Callable[[Any, int], None]:
     check_job_target(job.target_url, job.source.topics, job.table_map, job.lane_groups)
 
     def write(batch: Any, batch_id: int) -> None:
-        # Cached parsed, not raw: the steps after it read the changes several times (``parse``).
+        # The raw batch is cached, not the parsed one: the source is read once, and parsing
+        # twice (the general plan's branches) costs less than caching maps and structs.
         started = time.perf_counter()
-        parsed = parse(batch).persist()
+        raw = batch.select("partition", "offset", "key", "value").persist()
+        parsed = None
         try:
-            facts = batch_facts(parsed)  # reads the source and parses: the read phase
+            facts = raw_facts(raw)  # reads the source into the cache: the read phase
             records = facts.records
             took = [totals.timed("read", started)]
             if records:
                 started = time.perf_counter()
+                parsed = parse(raw)
+                if facts.truncates or facts.toasted:
+                    parsed = parsed.persist()  # the general plan reads it several times
                 laned = laned_latest(row_changes(parsed), job.lanes, job.lane_groups, facts)
                 if isinstance(target, SqlTarget):
                     # One Spark job computes and writes the latest frame; the target times its
@@ -89,6 +94,8 @@ def batch_writer(job: ApplyJob, totals: Totals) -> Callable[[Any, int], None]:
             rows_text = f", {rows} rows" if records else ""
             print(f"applied batch {batch_id}: {records} records{rows_text} ({phases})", file=sys.stderr, flush=True)
         finally:
-            parsed.unpersist()
+            if parsed is not None:
+                parsed.unpersist()
+            raw.unpersist()
 
     return write

@@ -258,7 +258,7 @@ def _laned_rows(laned: Any) -> list[tuple[Any, ...]]:
 def test_the_batch_facts_plan_gives_the_general_plans_rows(spark: Any, kind: str) -> None:
     """``batch_facts`` finds a batch's TRUNCATE and TOAST placeholders, and the plan it lets the
     job build (only the last change per key when there are neither) writes the same rows."""
-    from airflow_cdc.spark.transforms import batch_facts, flatten, laned_latest, parse
+    from airflow_cdc.spark.transforms import batch_facts, flatten, laned_latest, parse, raw_facts
 
     records = [
         (k % 7, pg_event("u" if k >= 7 else "c", k % 7, {"id": k % 7, "n": str(k)}, (10, 10 + k))) for k in range(30)
@@ -271,6 +271,7 @@ def test_the_batch_facts_plan_gives_the_general_plans_rows(spark: Any, kind: str
     frame = raw(spark, records)
     facts = batch_facts(parse(frame))
     assert (facts.records, facts.truncates, facts.toasted) == (len(records), kind == "truncate", kind == "toast")
+    assert raw_facts(frame) == facts  # the same facts from the raw text, without parsing it
     assert _laned_rows(laned_latest(flatten(frame), 3, facts=facts)) == _laned_rows(laned_latest(flatten(frame), 3))
 
 
@@ -302,3 +303,15 @@ def test_the_lean_plan_shuffles_the_batch_once_and_spreads_it_over_the_lanes(spa
     for part in parts:
         assert [r.position for r in part] == sorted(r.position for r in part)
     assert {r.after["n"] for p in parts for r in p} == {str(k) for k in range(150, 300)}  # the last change
+
+
+def test_raw_facts_find_a_truncate_inside_a_schemas_enabled_record(spark: Any) -> None:
+    from airflow_cdc.spark.transforms import BatchFacts, raw_facts
+
+    truncate = {"op": "t", "source": {"schema": "inventory", "table": "customers", "sequence": '["5","25"]'}}
+    wrapped = json.dumps({"schema": {"type": "struct"}, "payload": truncate})
+    spaced = json.dumps(truncate, indent=2)  # whitespace around the colon: the JSON is parsed
+    for value in (wrapped, spaced):
+        frame = raw(spark, [(1, pg_event("c", 1, {"id": 1, "n": "t"}, (10, 11))), (0, value)])
+        assert raw_facts(frame) == BatchFacts(2, True, False)
+    assert raw_facts(raw(spark, [(1, pg_event("c", 1, {"id": 1, "n": "t"}, (10, 11)))])) == BatchFacts(1, False, False)
