@@ -34,6 +34,11 @@ _CHANGELOG_LINE = "topic string, key string, value string, seq long, ts_ms long"
 #: With these a poll hands over a whole 4 MiB fetch (~6,000 such events; 13 polls, 0.9-1.0 s).
 #: Memory stays bounded per consumer by the fetch size.
 _KAFKA_READ = {"kafka.max.poll.records": "10000", "kafka.max.partition.fetch.bytes": str(4 << 20)}
+#: Spark's Kafka source reads a batch as one task per topic-partition: a large batch of 3
+#: partitions on 2 cores runs two tasks, then one alone, and every step after the read keeps
+#: that split. Ranges of more records are cut into tasks of at most this many (Spark's
+#: ``maxRecordsPerPartition``), so a large batch spreads evenly; a small one is unchanged.
+_KAFKA_SPLIT = {"maxRecordsPerPartition": "25000"}
 
 
 @dataclass(frozen=True)
@@ -80,7 +85,7 @@ def read_stream(spark: SparkSession, options: SourceOptions, ending: dict[str, A
 
 
 def _kafka_options(options: SourceOptions) -> dict[str, str]:
-    out = {} if options.kind == "kafka-python" else {"failOnDataLoss": "true", **_KAFKA_READ}
+    out = {} if options.kind == "kafka-python" else {"failOnDataLoss": "true", **_KAFKA_READ, **_KAFKA_SPLIT}
     out["kafka.bootstrap.servers"] = str(options.bootstrap_servers)
     if options.topics:
         out["subscribe"] = ",".join(options.topics)
