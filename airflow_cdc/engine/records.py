@@ -40,6 +40,9 @@ class SourceRecord:
     offset: Offset
     timestamp_ms: int | None = None
     headers: tuple[tuple[str, bytes], ...] = ()
+    #: The key and value's Connect schemas (connect_schema.ConnectSchemas) when the source
+    #: builds them (``*.converter.schemas.enable``); shared by every record of a table schema.
+    schemas: Any = None
 
     def replace(self, **changes: Any) -> SourceRecord:
         return dataclasses.replace(self, **changes)

@@ -201,7 +201,11 @@ class Event:
 
     @property
     def op(self) -> str | None:
-        return None if self.value is None else self.value.get("op")
+        if self.value is None:
+            return None
+        # With schemas enabled the envelope is the payload of {"schema", "payload"}.
+        envelope = self.value["payload"] if set(self.value) == {"schema", "payload"} else self.value
+        return envelope.get("op") if isinstance(envelope, dict) else None
 
 
 def read_topics(bootstrap: str, prefix: str, timeout: float = 60.0) -> dict[str, list[Event]]:

@@ -89,10 +89,18 @@ Captured = dict[str, tuple[dict[str, list[Event]], dict[str, list[Event]]]]
 class Captures:
     """Both sides of every variant, run over the cases against one database."""
 
-    def __init__(self, pg_server: Any, database: str, bootstrap: str, connect: ConnectClient) -> None:
+    def __init__(
+        self,
+        pg_server: Any,
+        database: str,
+        bootstrap: str,
+        connect: ConnectClient,
+        variants: tuple[Variant, ...] = VARIANTS,
+    ) -> None:
         self.pg_server, self.database, self.bootstrap, self.connect = pg_server, database, bootstrap, connect
+        self.variants = variants
         run = uuid.uuid4().hex[:6]
-        self.prefixes = {v.name: (f"dbz_{run}_{i}", f"ours_{run}_{i}") for i, v in enumerate(VARIANTS)}
+        self.prefixes = {v.name: (f"dbz_{run}_{i}", f"ours_{run}_{i}") for i, v in enumerate(variants)}
         self.sinks: list[KafkaSink] = []
         self.runners: list[EngineRunner] = []
 
@@ -106,7 +114,7 @@ class Captures:
             conn.execute("create publication oracle_publication for all tables")
 
     def start(self) -> None:
-        for variant in VARIANTS:
+        for variant in self.variants:
             theirs, ours = self.prefixes[variant.name]
             config = common_config(self.pg_server, self.database, variant, theirs)
             # Connect's JsonConverter writes a column's default in place of a NULL unless told not
@@ -116,9 +124,10 @@ class Captures:
                 "value.converter.schemas.enable": "false",
                 "value.converter.replace.null.with.default": "false",
             }
-            self.connect.create(theirs, {**config, **converter, "tasks.max": 1})
+            # A variant's own converter settings (``*.converter.schemas.enable``) win.
+            self.connect.create(theirs, {**converter, **config, "tasks.max": 1})
             self._start_ours(variant, ours)
-        for variant in VARIANTS:
+        for variant in self.variants:
             self.connect.wait_running(self.prefixes[variant.name][0], timeout=120)
         for prefix in self.all_prefixes():
             wait_until(lambda p=prefix: self.count(p, "r") >= SNAPSHOT_ROWS, 180, f"{prefix}'s snapshot")
@@ -133,7 +142,7 @@ class Captures:
         sink = KafkaSink({"sink.kafka.producer.bootstrap.servers": self.bootstrap})
         sink.__enter__()
         self.sinks.append(sink)
-        runner = EngineRunner(Engine(config, batch_handler=sink, serializer=JsonSerializer()))
+        runner = EngineRunner(Engine(config, batch_handler=sink, serializer=JsonSerializer.from_config(config)))
         runner.__enter__()
         self.runners.append(runner)
 
@@ -157,7 +166,7 @@ class Captures:
                 read_topics(self.bootstrap, self.prefixes[v.name][0]),
                 read_topics(self.bootstrap, self.prefixes[v.name][1]),
             )
-            for v in VARIANTS
+            for v in self.variants
         }
 
     def stop(self) -> None:

@@ -237,6 +237,11 @@ class Catalog:
         ):
             self._types[row[0]] = TypeInfo(*row)
 
+    @property
+    def connection(self) -> Conn:
+        """The connection it reads from (schema_facts.py reads more of the catalog with it)."""
+        return self._conn
+
     def rebind(self, conn: Conn) -> None:
         """Read from ``conn`` from now on: the connection read so far was lost (a server restart)."""
         self._conn = conn
@@ -261,9 +266,9 @@ class Catalog:
             """,
             (relation_oid,),
         ).fetchall()
-        return {name: self._constant_text(default, type_sql) for name, default, type_sql in rows}
+        return {name: self.constant_text(default, type_sql) for name, default, type_sql in rows}
 
-    def _constant_text(self, default: str | None, type_sql: str) -> str | None:
+    def constant_text(self, default: str | None, type_sql: str) -> str | None:
         literal = default_literal(default)
         if literal is None:
             return None  # an expression: only evaluating it would tell, and it may have effects

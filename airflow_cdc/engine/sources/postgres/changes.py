@@ -24,6 +24,7 @@ from airflow_cdc.engine.records import Offset, Partition, PositionMarker, Source
 from airflow_cdc.engine.snapshots.events import Watermark
 from airflow_cdc.engine.sources.postgres import pgoutput
 from airflow_cdc.engine.sources.postgres.catalog import Catalog, TableFilter
+from airflow_cdc.engine.sources.postgres.connect_schema import MESSAGE_SCHEMAS, SchemaSettings
 from airflow_cdc.engine.sources.postgres.fallbacks import fallback_value
 from airflow_cdc.engine.sources.postgres.pgoutput import UNCHANGED_TOAST, ColumnValue
 from airflow_cdc.engine.sources.postgres.types import (
@@ -67,6 +68,8 @@ class TableSchema:
     topic: str
     columns: list[ColumnPlan]
     key: list[str]  # primary-key columns; empty: the record key is null
+    #: Its records' Connect schemas (connect_schema.ConnectSchemas), with schemas enabled.
+    connect: Any = None
 
     def __post_init__(self) -> None:
         self._fast = [(c.name, c.index, c.convert) for c in self.columns]
@@ -150,6 +153,8 @@ def plan_table(
     modes: ValueModes,
     filters: TableFilter,
     not_null: Mapping[str, str | None] | None = None,
+    relation_oid: int | None = None,
+    schemas: SchemaSettings | None = None,
 ) -> TableSchema:
     """How to turn one table's rows into Debezium's values; ``not_null`` maps the NOT NULL
     columns to their constant defaults' text (``Catalog.not_null_columns``)."""
@@ -166,7 +171,13 @@ def plan_table(
             plan.not_null = True
             plan.fallback = _fallback(convert, not_null[column], type_oid, typmod, modes, catalog)
         plans.append(plan)
-    return TableSchema(schema, name, topic, plans, key)
+    table = TableSchema(schema, name, topic, plans, key)
+    if schemas is not None and schemas.enabled and relation_oid is not None:
+        # Built once per table schema (a RELATION message, a snapshot's plan), never per event.
+        from airflow_cdc.engine.sources.postgres.schema_facts import attach_schemas
+
+        attach_schemas(table, relation_oid, columns, catalog=catalog, modes=modes, settings=schemas)
+    return table
 
 
 def _fallback(convert: Converter, text: str | None, oid: int, typmod: int, modes: ValueModes, catalog: Catalog) -> Any:
@@ -213,11 +224,13 @@ class ChangeBuilder:
         skipped: frozenset[str],
         resume: Offset | None,
         messages: MessageFilter | None = None,
+        schemas: SchemaSettings | None = None,
     ) -> None:
         self.server, self.database, self.partition = server, database, partition
         self._topic, self._catalog, self._modes, self._filters = topic, catalog, modes, filters
         self._tombstones, self._skipped = tombstones, skipped
         self._messages = messages or MessageFilter(f"{server}.message")
+        self._schemas = schemas or SchemaSettings()
         self._encode_bytes = binary_encoder(modes.binary)
         self.tables: dict[int, TableSchema | None] = {}
         self.commit_time_us = 0
@@ -335,7 +348,8 @@ class ChangeBuilder:
         value = message_value(source, message.prefix, self._encode_bytes(message.content), time.time_ns())
         key = {"prefix": message.prefix}
         offset = self.offset(message.lsn)
-        return [SourceRecord(self._messages.topic, key, value, self.partition, offset, ts_ns // 1_000_000)]
+        schemas = MESSAGE_SCHEMAS if self._schemas.enabled else None
+        return [SourceRecord(self._messages.topic, key, value, self.partition, offset, ts_ns // 1_000_000, (), schemas)]
 
     def _relation(self, rel: pgoutput.Relation) -> None:
         if not self._filters.table(rel.namespace, rel.name):
@@ -351,6 +365,8 @@ class ChangeBuilder:
             modes=self._modes,
             filters=self._filters,
             not_null=self._catalog.not_null_columns(rel.oid),
+            relation_oid=rel.oid,
+            schemas=self._schemas,
         )
 
     def _already_delivered(self, lsn: int, event: int = 0) -> bool:
@@ -440,4 +456,4 @@ class ChangeBuilder:
             "txId": self.xid,
             "ts_usec": self.commit_time_us,
         }  # = self.offset(lsn), inlined on the hot path
-        return [SourceRecord(table.topic, key, value, self.partition, offset, ts_ns // 1_000_000)]
+        return [SourceRecord(table.topic, key, value, self.partition, offset, ts_ns // 1_000_000, (), table.connect)]

@@ -4,6 +4,7 @@
 from __future__ import annotations
 
 from airflow_cdc.engine.config import ConfigDef, Field
+from airflow_cdc.engine.connect_schema import CONVERTER_CONFIG
 from airflow_cdc.engine.signals.channels import SIGNAL_FIELDS
 from airflow_cdc.engine.snapshots.coordinator import INCREMENTAL_SNAPSHOT_FIELDS
 from airflow_cdc.engine.sources.patterns import RegexList
@@ -42,6 +43,10 @@ POSTGRES_CONFIG = ConfigDef(
         RegexList("table.include.list", default=[]),
         RegexList("table.exclude.list", default=[]),
         RegexList("column.exclude.list", default=[]),
+        # The source type as schema parameters (__debezium.source.column.*), by
+        # schema.table.column and by schema.table.type: with schemas enabled (connect_schema.py).
+        RegexList("column.propagate.source.type", default=[]),
+        RegexList("datatype.propagate.source.type", default=[]),
         Field(
             "snapshot.mode",
             default="initial",
@@ -108,4 +113,4 @@ POSTGRES_CONFIG = ConfigDef(
             doc="Incremental snapshots write nothing: watermarks are WAL messages (pg_logical_emit_message).",
         ),
     ]
-)
+).merged(CONVERTER_CONFIG)

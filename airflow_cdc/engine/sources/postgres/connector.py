@@ -26,6 +26,7 @@ from airflow_cdc.engine.sources.postgres.changes import (
     plan_table,
 )
 from airflow_cdc.engine.sources.postgres.config import POSTGRES_CONFIG
+from airflow_cdc.engine.sources.postgres.connect_schema import SchemaSettings
 from airflow_cdc.engine.sources.postgres.incremental import PostgresChunkSource
 from airflow_cdc.engine.sources.postgres.link import ReplicationLink
 from airflow_cdc.engine.sources.postgres.positions import POSTGRES_POSITIONS, lsn_offset
@@ -108,6 +109,7 @@ class PostgresTask(SourceTask):
         ensure_publication(self.catalog_conn, self.publication, s["publication.autocreate.mode"], tables)
         self.catalog = cat.Catalog(self.catalog_conn)
         self.modes = modes = task.modes
+        self.schema_settings = SchemaSettings.from_settings(s)
         offset = context.offset(self.partition)
         self.builder = change_builder(
             task.transaction_topic,
@@ -122,6 +124,7 @@ class PostgresTask(SourceTask):
             skipped=task.skipped,
             resume=offset,
             messages=task.message_filter(),
+            schemas=self.schema_settings,
         )
         self.plans = self._plans(tables)
         self.signalling = SnapshotCoordinator.for_task(
@@ -257,6 +260,8 @@ class PostgresTask(SourceTask):
                     catalog=self.catalog,
                     modes=self.modes,
                     filters=self.filters,
+                    relation_oid=t.oid,
+                    schemas=self.schema_settings,
                 ),
             )
             for t in tables

@@ -166,7 +166,7 @@ class SnapshotReader:
         after_of, key_of = columns.row_builder(schema), key_function(schema.key)
         rows = self._rows(table.oid, columns.query(table), columns.text_oids, fetch_size)
         while chunk := list(islice(rows, chunk_size)):
-            records = read_records(chunk, after_of, key_of, topic, source, partition, offset, ts_ms)
+            records = read_records(chunk, after_of, key_of, topic, source, partition, offset, ts_ms, schema.connect)
             self.rows += len(records)
             yield records
 
@@ -279,6 +279,7 @@ def read_records(
     partition: Partition,
     offset: Offset,
     ts_ms: int,
+    schemas: Any = None,
 ) -> list[SourceRecord]:
     """``op=r`` records of rows read together (the initial snapshot's and the incremental
     snapshot's): the ``source`` block is shared, the clock read once for the lot."""
@@ -287,7 +288,7 @@ def read_records(
     for row in rows:
         after = after_of(row)
         value = change_value("r", None, after, source, None, now)
-        records.append(SourceRecord(topic, key_of(after), value, partition, offset, ts_ms))
+        records.append(SourceRecord(topic, key_of(after), value, partition, offset, ts_ms, (), schemas))
     return records
 
 

@@ -1,0 +1,103 @@
+"""PostgreSQL with the JSON converter's schemas enabled (``key.converter.schemas.enable``,
+``value.converter.schemas.enable``) and the source-type parameters
+(``column.propagate.source.type``, ``datatype.propagate.source.type``): Debezium's connector and
+our engine capture the same cases; every event's payload is compared as in
+test_postgres_oracle.py, and its key and value schemas whole (ADR 0024).
+
+The schemas' names start with each side's ``topic.prefix`` (``<prefix>.public.numbers.Key``),
+which the oracle makes different so that both sides share one broker: the prefix is masked. A
+struct's fields are compared by position and name (``fields.<i>:<name>``) so that a difference
+names the field it is in.
+"""
+
+from __future__ import annotations
+
+import os
+from collections.abc import Iterator
+from typing import Any
+
+import pytest
+
+from airflow_cdc.kafka_connect import ConnectClient
+from tests.compat.oracle import Event, Variant, compare, summary
+from tests.compat.test_postgres_oracle import DUMP_ENV_VAR, SNAPSHOT_ROWS, Captured, Captures, dump
+
+pytestmark = [pytest.mark.integration, pytest.mark.slow]
+
+SCHEMAS_ON = {
+    "key.converter": "org.apache.kafka.connect.json.JsonConverter",
+    "key.converter.schemas.enable": "true",
+    "value.converter.schemas.enable": "true",
+}
+
+VARIANTS = (
+    Variant("schemas", SCHEMAS_ON),
+)
+
+
+def _masked_schema(schema: Any, prefix: str) -> Any:
+    """A Connect schema with ``prefix`` masked in its names and each struct's fields keyed by
+    position and name."""
+    if not isinstance(schema, dict):
+        return schema
+    out = {}
+    for name, value in schema.items():
+        if name == "name" and isinstance(value, str) and value.startswith(prefix + "."):
+            value = "<prefix>" + value[len(prefix) :]
+        elif name == "fields" and isinstance(value, list):
+            value = {f"{i}:{f.get('field')}": _masked_schema(f, prefix) for i, f in enumerate(value)}
+        elif isinstance(value, dict):
+            value = _masked_schema(value, prefix)
+        out[name] = value
+    return out
+
+
+def _split(event: Event, prefix: str) -> Event:
+    """The event with the payloads as key and value, and both schemas in the value (under
+    ``schema.key``/``schema.value``) so that the comparison walks them field by field."""
+
+    def parts(envelope: Any) -> tuple[Any, Any]:
+        if isinstance(envelope, dict) and set(envelope) == {"schema", "payload"}:
+            return _masked_schema(envelope["schema"], prefix), envelope["payload"]
+        return "<no schema>", envelope
+
+    key_schema, key = parts(event.key)
+    value_schema, value = parts(event.value)
+    if value is None:
+        return Event(event.topic, key, None)
+    return Event(event.topic, key, {**value, "schema.key": key_schema, "schema.value": value_schema})
+
+
+def _split_all(events: dict[str, list[Event]], prefix: str) -> dict[str, list[Event]]:
+    return {topic: [_split(e, prefix) for e in es] for topic, es in events.items()}
+
+
+@pytest.fixture(scope="module")
+def captured(pg_server: Any, kafka_broker: Any, connect_worker: Any) -> Iterator[Captured]:
+    database = pg_server.create_database()
+    client = ConnectClient(connect_worker.url)
+    captures = Captures(pg_server, database, kafka_broker.bootstrap_servers, client, VARIANTS)
+    try:
+        captures.prepare()
+        captures.start()
+        captures.stream()
+        raw = captures.events()
+        result = {
+            name: tuple(_split_all(side, prefix) for side, prefix in zip(pair, captures.prefixes[name], strict=True))
+            for name, pair in raw.items()
+        }
+        if os.environ.get(DUMP_ENV_VAR):
+            dump(raw, os.environ[DUMP_ENV_VAR])
+        yield result  # type: ignore[misc]
+    finally:
+        captures.stop()
+        client.close()
+        pg_server.drop_database(database)
+
+
+@pytest.mark.parametrize("variant", [v.name for v in VARIANTS])
+def test_same_events_and_schemas_as_debezium(captured: Captured, variant: str) -> None:
+    theirs, ours = captured[variant]
+    assert sum(len(events) for events in theirs.values()) > SNAPSHOT_ROWS
+    problems = compare(theirs, ours)
+    assert not problems, summary(problems)

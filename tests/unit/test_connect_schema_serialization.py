@@ -1,0 +1,45 @@
+"""The JSON serializer with the converters' schemas enabled (ADR 0024): each key and value as
+JsonConverter writes them, ``{"schema": ..., "payload": ...}``; disabled, exactly as before."""
+
+from __future__ import annotations
+
+import orjson
+
+from airflow_cdc.engine.connect_schema import ConnectSchemas, envelope, field, schema, struct
+from airflow_cdc.engine.records import SourceRecord
+from airflow_cdc.engine.serialization import JsonSerializer
+from airflow_cdc.engine.sources.postgres.connect_schema import SOURCE
+
+KEY = struct("p.public.t.Key", [field("id", schema("int32"))])
+VALUE = envelope("p.public.t", struct("p.public.t.Value", [field("id", schema("int32"))], optional=True), SOURCE)
+SCHEMAS = ConnectSchemas.of(KEY, VALUE)
+
+
+def _record(key: object, value: object, schemas: ConnectSchemas | None = SCHEMAS) -> SourceRecord:
+    return SourceRecord("p.public.t", key, value, {"server": "p"}, {"lsn": 1}, schemas=schemas)
+
+
+def test_schemas_enabled_wraps_key_and_value() -> None:
+    serializer = JsonSerializer.from_config(
+        {"key.converter.schemas.enable": "true", "value.converter.schemas.enable": "true"}
+    )
+    out = serializer.serialize(_record({"id": 1}, {"op": "c"}))
+    assert orjson.loads(out.key) == {"schema": KEY, "payload": {"id": 1}}
+    assert orjson.loads(out.value) == {"schema": VALUE, "payload": {"op": "c"}}
+    assert SCHEMAS.key_schema == KEY and SCHEMAS.value_schema == VALUE
+
+
+def test_value_schemas_only_and_records_without_schemas() -> None:
+    serializer = JsonSerializer.from_config({"value.converter.schemas.enable": "true"})
+    out = serializer.serialize(_record({"id": 1}, {"op": "c"}))
+    assert orjson.loads(out.key) == {"id": 1}
+    assert orjson.loads(out.value)["schema"] == VALUE
+    # A record no source built a schema for: JsonConverter's null schema. A tombstone stays null.
+    bare = serializer.serialize(_record(None, {"x": 1}, schemas=None))
+    assert bare.key is None and orjson.loads(bare.value) == {"schema": None, "payload": {"x": 1}}
+    assert serializer.serialize(_record({"id": 1}, None)).value is None
+
+
+def test_schemas_disabled_by_default() -> None:
+    out = JsonSerializer.from_config({}).serialize(_record({"id": 1}, {"op": "c"}))
+    assert (out.key, out.value) == (b'{"id":1}', b'{"op":"c"}')
