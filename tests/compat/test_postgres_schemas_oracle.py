@@ -4,6 +4,13 @@
 our engine capture the same cases; every event's payload is compared as in
 test_postgres_oracle.py, and its key and value schemas whole (ADR 0024).
 
+After the cases, the table ``evolving`` changes under the stream (``ALTER TABLE ... ADD COLUMN
+... DEFAULT``, with and without NOT NULL, and ``DROP COLUMN``): each change reaches both sides
+as a RELATION message, and the events after it must carry the new schema, as Debezium's do.
+Each step waits until every capture has delivered it (a marker row): both sides read the
+catalog when the RELATION arrives (nullability, defaults), so a later step committed before an
+earlier one was decoded would show each side a different catalog.
+
 The schemas' names start with each side's ``topic.prefix`` (``<prefix>.public.numbers.Key``),
 which the oracle makes different so that both sides share one broker: the prefix is masked. A
 struct's fields are compared by position and name (``fields.<i>:<name>``) so that a difference
@@ -17,7 +24,9 @@ from collections.abc import Iterator
 from typing import Any
 
 import pytest
+from kafka import KafkaConsumer, TopicPartition
 
+from airflow_cdc.engine.testing import wait_until
 from airflow_cdc.kafka_connect import ConnectClient
 from tests.compat.oracle import Event, Variant, compare, summary
 from tests.compat.test_postgres_oracle import DUMP_ENV_VAR, SNAPSHOT_ROWS, Captured, Captures, dump
@@ -32,7 +41,59 @@ SCHEMAS_ON = {
 
 VARIANTS = (
     Variant("schemas", SCHEMAS_ON),
+    Variant(
+        "schemas-propagate",
+        {
+            **SCHEMAS_ON,
+            # By column (schema.table.column) and by type (schema.table.TYPE), as Debezium matches.
+            "column.propagate.source.type": r"public\.numbers\..*,public\.texts\.(vc|c|st),.*\.temporal\.ts3",
+            "datatype.propagate.source.type": r".+\.TIMESTAMPTZ,.+\.int4,.+\._int4,.+\.bpchar",
+            "decimal.handling.mode": "string",
+            "time.precision.mode": "connect",
+        },
+    ),
 )
+
+
+EVOLVING = "create table evolving (id int primary key, a text); insert into evolving values (1, 'one')"
+#: Each step is one transaction; a marker row after each.
+SCHEMA_CHANGES = (
+    ["insert into evolving values (2, 'two')"],
+    ["alter table evolving add column b int default 5", "insert into evolving (id, a) values (3, 'three')"],
+    [
+        "alter table evolving add column c varchar(10) not null default 'c'",
+        "update evolving set a = 'uno' where id = 1",
+    ],
+    [
+        "alter table evolving drop column a",
+        "insert into evolving (id, b) values (4, 40)",
+        "delete from evolving where id = 2",
+    ],
+)
+
+
+def _marker_count(bootstrap: str, prefix: str) -> int:
+    consumer = KafkaConsumer(bootstrap_servers=bootstrap)
+    try:
+        tp = TopicPartition(f"{prefix}.public.oracle_marker", 0)
+        return int(consumer.end_offsets([tp])[tp]) if tp.topic in consumer.topics() else 0
+    finally:
+        consumer.close()
+
+
+def change_schemas(captures: Captures) -> None:
+    """The schema changes, one step at a time, each delivered by every capture before the next."""
+    for step, statements in enumerate(SCHEMA_CHANGES, start=2):
+        with captures.pg_server.connect(captures.database, autocommit=False) as conn:
+            for statement in [*statements, f"insert into oracle_marker values ({step})"]:
+                conn.execute(statement)
+            conn.commit()
+        for prefix in captures.all_prefixes():
+            wait_until(
+                lambda p=prefix, n=step: _marker_count(captures.bootstrap, p) >= n, 120, f"{prefix}'s step {step}"
+            )
+    for sink in captures.sinks:
+        wait_until(lambda s=sink: s.metrics()["in_flight"] == 0, 60, "our sinks acknowledged")
 
 
 def _masked_schema(schema: Any, prefix: str) -> Any:
@@ -79,8 +140,11 @@ def captured(pg_server: Any, kafka_broker: Any, connect_worker: Any) -> Iterator
     captures = Captures(pg_server, database, kafka_broker.bootstrap_servers, client, VARIANTS)
     try:
         captures.prepare()
+        with pg_server.connect(database) as conn:
+            conn.execute(EVOLVING)
         captures.start()
         captures.stream()
+        change_schemas(captures)
         raw = captures.events()
         result = {
             name: tuple(_split_all(side, prefix) for side, prefix in zip(pair, captures.prefixes[name], strict=True))

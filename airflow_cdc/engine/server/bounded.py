@@ -124,7 +124,7 @@ def _capture_locked(config: ValidatedConfig, bounds: CaptureBounds, check_interv
     if bounds.target_position:
         codec.parse(bounds.target_position)  # OffsetError now, naming the form positions take
     sink = CountingSink(build_sink(config.config))
-    engine = Engine(config, batch_handler=sink, serializer=JsonSerializer())
+    engine = Engine(config, batch_handler=sink, serializer=JsonSerializer.from_config(config.config))
     started = time.monotonic()
     sink.start()
     thread = threading.Thread(target=_run, args=(engine,), name=f"capture-{engine.name}", daemon=True)

@@ -24,7 +24,7 @@ class EngineRun:
         self.config = config
         self.name = config.name
         self.sink: Sink = build_sink(dict(config.config))
-        self.engine = Engine(config, batch_handler=self.sink, serializer=JsonSerializer())
+        self.engine = Engine(config, batch_handler=self.sink, serializer=JsonSerializer.from_config(config.config))
         self.run_id = self.engine.notifications.run_id
         self.started_at = time.time()
         self.start_error: CdcError | None = None

@@ -76,6 +76,9 @@ class SchemaSettings:
     enabled: bool = False
     by_column: Sequence[re.Pattern[str]] = ()
     by_type: Sequence[re.Pattern[str]] = ()
+    #: Schemas of the initial snapshot, where Debezium reads the columns' sizes from JDBC's
+    #: metadata instead of a RELATION message (schema_facts.source_size).
+    snapshot: bool = False
 
     @classmethod
     def from_settings(cls, settings: Mapping[str, Any]) -> SchemaSettings:

@@ -3,6 +3,7 @@ offsets and replication connection."""
 
 from __future__ import annotations
 
+import dataclasses
 import logging
 import time
 from collections.abc import Mapping, Sequence
@@ -261,7 +262,7 @@ class PostgresTask(SourceTask):
                     modes=self.modes,
                     filters=self.filters,
                     relation_oid=t.oid,
-                    schemas=self.schema_settings,
+                    schemas=dataclasses.replace(self.schema_settings, snapshot=True),
                 ),
             )
             for t in tables
