@@ -177,3 +177,32 @@ def _prefix(schema_: Schema) -> bytes:
 def _schema_of(prefix: bytes) -> Schema:
     parsed: Schema = orjson.loads(prefix + b"null}")["schema"]
     return parsed
+
+
+#: The transaction topic's key and value (SchemaFactory's TransactionMetadataKey/Value).
+TRANSACTION_SCHEMAS = ConnectSchemas.of(
+    struct("io.debezium.connector.common.TransactionMetadataKey", [field("id", schema("string"))], version=1),
+    struct(
+        "io.debezium.connector.common.TransactionMetadataValue",
+        [
+            field("status", schema("string")),
+            field("id", schema("string")),
+            field("event_count", schema("int64", optional=True)),
+            field(
+                "data_collections",
+                schema(
+                    "array",
+                    optional=True,
+                    items=struct(
+                        "event.collection",
+                        [field("data_collection", schema("string")), field("event_count", schema("int64"))],
+                        optional=True,
+                        version=1,
+                    ),
+                ),
+            ),
+            field("ts_ms", schema("int64")),
+        ],
+        version=1,
+    ),
+)

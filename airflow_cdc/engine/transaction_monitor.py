@@ -25,6 +25,7 @@ from collections.abc import Mapping
 from typing import Any
 
 from airflow_cdc.engine.config import Field
+from airflow_cdc.engine.connect_schema import TRANSACTION_SCHEMAS
 from airflow_cdc.engine.envelope import transaction_block, transaction_value
 from airflow_cdc.engine.records import Offset, Partition, SourceRecord
 
@@ -157,8 +158,8 @@ class TransactionMonitor:
 
     def begin_record(self, shown_id: str, ts_ms: int, offset: Offset) -> SourceRecord:
         value = transaction_value("BEGIN", shown_id, ts_ms)
-        return SourceRecord(self.topic, {"id": shown_id}, value, self.partition, offset)
+        return SourceRecord(self.topic, {"id": shown_id}, value, self.partition, offset, schemas=TRANSACTION_SCHEMAS)
 
     def end_record(self, shown_id: str, ts_ms: int, offset: Offset) -> SourceRecord:
         value = transaction_value("END", shown_id, ts_ms, self._counts.items())
-        return SourceRecord(self.topic, {"id": shown_id}, value, self.partition, offset)
+        return SourceRecord(self.topic, {"id": shown_id}, value, self.partition, offset, schemas=TRANSACTION_SCHEMAS)

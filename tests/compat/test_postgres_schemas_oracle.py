@@ -52,6 +52,10 @@ VARIANTS = (
             "time.precision.mode": "connect",
         },
     ),
+    # The transaction topic's schemas, the transaction block filled in, TRUNCATE events.
+    Variant(
+        "schemas-transactions", {**SCHEMAS_ON, "provide.transaction.metadata": "true", "skipped.operations": "none"}
+    ),
 )
 
 

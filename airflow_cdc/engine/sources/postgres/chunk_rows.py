@@ -69,6 +69,6 @@ def record_maker(
         # there as both halves of source.sequence; ours go at the close, from its position.
         lsn = offset.get("lsn")
         released = source if lsn is None else {**source, "sequence": f'["{lsn}","{lsn}"]'}
-        return read_records(rows, after_of, key_of, topic, released, partition, offset, ts_ms)
+        return read_records(rows, after_of, key_of, topic, released, partition, offset, ts_ms, schema.connect)
 
     return make
