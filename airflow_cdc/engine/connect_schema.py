@@ -19,6 +19,7 @@ from typing import Any
 import orjson
 
 from airflow_cdc.engine.config import ConfigDef, Field
+from airflow_cdc.engine.errors import ConfigProblem
 
 #: The JSON converters' settings (Debezium's embedded engine and Kafka Connect name them so).
 KEY_SCHEMAS_ENABLE = "key.converter.schemas.enable"
@@ -44,6 +45,20 @@ CONVERTER_CONFIG = ConfigDef(
 )
 
 Schema = dict[str, Any]
+
+
+def schemas_unsupported(config: Mapping[str, object], source: str) -> list[ConfigProblem]:
+    """The problems of enabling schemas for a source that builds none yet: refused, not written
+    as ``"schema": null``, which a consumer expecting schemas could not use."""
+    return [
+        ConfigProblem(
+            key,
+            f"is not supported by {source} yet: it builds no Connect schemas (PostgreSQL does, ADR 0024)",
+            f"set {key}=false (the payloads are the same)",
+        )
+        for key in (KEY_SCHEMAS_ENABLE, VALUE_SCHEMAS_ENABLE)
+        if str(config.get(key, "false")).strip().lower() == "true"
+    ]
 
 
 def schema(

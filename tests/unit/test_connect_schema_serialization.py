@@ -4,11 +4,14 @@ JsonConverter writes them, ``{"schema": ..., "payload": ...}``; disabled, exactl
 from __future__ import annotations
 
 import orjson
+import pytest
 
 from airflow_cdc.engine.connect_schema import ConnectSchemas, envelope, field, schema, struct
+from airflow_cdc.engine.errors import ConfigError
 from airflow_cdc.engine.records import SourceRecord
 from airflow_cdc.engine.serialization import JsonSerializer
 from airflow_cdc.engine.sources.postgres.connect_schema import SOURCE
+from airflow_cdc.engine.validation import validate_config
 
 KEY = struct("p.public.t.Key", [field("id", schema("int32"))])
 VALUE = envelope("p.public.t", struct("p.public.t.Value", [field("id", schema("int32"))], optional=True), SOURCE)
@@ -43,3 +46,16 @@ def test_value_schemas_only_and_records_without_schemas() -> None:
 def test_schemas_disabled_by_default() -> None:
     out = JsonSerializer.from_config({}).serialize(_record({"id": 1}, {"op": "c"}))
     assert (out.key, out.value) == (b'{"id":1}', b'{"op":"c"}')
+
+
+def test_mariadb_refuses_schemas_it_cannot_build() -> None:
+    config = {
+        "connector.class": "io.debezium.connector.mariadb.MariaDbConnector",
+        "name": "x",
+        "topic.prefix": "p",
+        "offset.storage": "memory",
+        "value.converter.schemas.enable": "true",
+    }
+    with pytest.raises(ConfigError, match=r"value.converter.schemas.enable: is not supported by the MySQL/MariaDB"):
+        validate_config(config)
+    validate_config({**config, "value.converter.schemas.enable": "false"})

@@ -15,8 +15,9 @@ import pymysql
 
 from airflow_cdc.engine import mysql_client
 from airflow_cdc.engine.config import Config
+from airflow_cdc.engine.connect_schema import schemas_unsupported
 from airflow_cdc.engine.connector import SourceConnector, SourceTask, TaskContext
-from airflow_cdc.engine.errors import CdcError, RetriableError
+from airflow_cdc.engine.errors import CdcError, ConfigProblem, RetriableError
 from airflow_cdc.engine.failures import FailureHandling
 from airflow_cdc.engine.notifications import InitialSnapshotNotifications
 from airflow_cdc.engine.positions import Phase, SourcePosition
@@ -58,6 +59,9 @@ class MySqlConnector(SourceConnector):
     positions = MYSQL_POSITIONS
     #: ``source.connector`` of the events.
     name: ClassVar[str] = "mysql"
+
+    def validate(self, config: Config) -> list[ConfigProblem]:
+        return super().validate(config) + schemas_unsupported(config, "the MySQL/MariaDB source")
 
     def task_class(self) -> type[SourceTask]:
         return MySqlTask
