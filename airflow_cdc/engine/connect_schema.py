@@ -12,6 +12,7 @@ per event is one concatenation (ADR 0024).
 
 from __future__ import annotations
 
+import functools
 from collections.abc import Iterable, Mapping
 from dataclasses import dataclass
 from typing import Any
@@ -183,6 +184,22 @@ class ConnectSchemas:
     @property
     def value_schema(self) -> Schema:
         return _schema_of(self.value)
+
+
+@functools.lru_cache(maxsize=4096)
+def unwrapped(schemas: ConnectSchemas, exact: bool) -> ConnectSchemas:
+    """The schemas of ``schemas``' records after ExtractNewRecordState: the same key; as the
+    value the envelope's ``after`` struct (``<topic>.Value``) when the row is exactly that
+    (``exact``), else no value schema (added fields are not described yet: ``"schema": null``
+    rather than a schema that does not fit). Cached per table schema (one object per table)."""
+    after = next((f for f in schemas.value_schema.get("fields", ()) if f.get("field") == "after"), None)
+    if after is None or not exact:
+        return ConnectSchemas(schemas.key, NO_SCHEMA)
+    return ConnectSchemas(schemas.key, _prefix({k: v for k, v in after.items() if k != "field"}))
+
+
+#: What JsonConverter writes before a value without a schema.
+NO_SCHEMA = b'{"schema":null,"payload":'
 
 
 def _prefix(schema_: Schema) -> bytes:

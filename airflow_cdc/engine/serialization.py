@@ -19,7 +19,7 @@ from typing import Any, Protocol
 
 import orjson
 
-from airflow_cdc.engine.connect_schema import CONVERTER_CONFIG, KEY_SCHEMAS_ENABLE, VALUE_SCHEMAS_ENABLE
+from airflow_cdc.engine.connect_schema import CONVERTER_CONFIG, KEY_SCHEMAS_ENABLE, NO_SCHEMA, VALUE_SCHEMAS_ENABLE
 from airflow_cdc.engine.errors import SerializationError
 from airflow_cdc.engine.records import SerializedRecord, SourceRecord
 
@@ -94,7 +94,7 @@ class JsonSerializer:
 
 
 #: What JsonConverter writes for a value without a schema (a record no source built one for).
-_NO_SCHEMA = b'{"schema":null,"payload":'
+_NO_SCHEMA = NO_SCHEMA
 
 
 def _unserializable(record: SourceRecord, exc: TypeError) -> SerializationError:

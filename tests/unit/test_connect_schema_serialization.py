@@ -6,11 +6,13 @@ from __future__ import annotations
 import orjson
 import pytest
 
+from airflow_cdc.engine.config import Config
 from airflow_cdc.engine.connect_schema import ConnectSchemas, envelope, field, schema, struct
 from airflow_cdc.engine.errors import ConfigError
 from airflow_cdc.engine.records import SourceRecord
 from airflow_cdc.engine.serialization import JsonSerializer
 from airflow_cdc.engine.sources.postgres.connect_schema import SOURCE
+from airflow_cdc.engine.transforms import ExtractNewRecordState
 from airflow_cdc.engine.validation import validate_config
 
 KEY = struct("p.public.t.Key", [field("id", schema("int32"))])
@@ -59,3 +61,15 @@ def test_mariadb_refuses_schemas_it_cannot_build() -> None:
     with pytest.raises(ConfigError, match=r"value.converter.schemas.enable: is not supported by the MySQL/MariaDB"):
         validate_config(config)
     validate_config({**config, "value.converter.schemas.enable": "false"})
+
+
+def test_unwrap_keeps_the_key_schema_and_gives_the_row_its_value_struct() -> None:
+    unwrap = ExtractNewRecordState(Config({}))
+    record = _record({"id": 1}, {"op": "c", "before": None, "after": {"id": 1}, "source": {}})
+    out = JsonSerializer(key_schemas=True, value_schemas=True).serialize(unwrap.apply(record))
+    row_schema = {k: v for k, v in VALUE["fields"][1].items() if k != "field"}
+    assert orjson.loads(out.key)["schema"] == KEY
+    assert orjson.loads(out.value) == {"schema": row_schema, "payload": {"id": 1}}
+    # Fields added to the row are not described yet: no schema rather than one that does not fit.
+    added = ExtractNewRecordState(Config({"add.fields": "op"})).apply(record)
+    assert orjson.loads(JsonSerializer(value_schemas=True).serialize(added).value)["schema"] is None

@@ -12,6 +12,7 @@ from typing import Any
 import orjson
 
 from airflow_cdc.engine.config import Config, ConfigDef, Field
+from airflow_cdc.engine.connect_schema import unwrapped
 from airflow_cdc.engine.records import SourceRecord
 from airflow_cdc.engine.transforms.base import ConfigurableTransform
 
@@ -91,4 +92,7 @@ class ExtractNewRecordState(ConfigurableTransform):
         headers = record.headers
         if self._headers:
             headers = headers + tuple((name, orjson.dumps(_lookup(envelope, path))) for name, path in self._headers)
-        return record.replace(value=row, headers=headers)
+        if record.schemas is None:
+            return record.replace(value=row, headers=headers)
+        exact = row is not None and len(row) == len(envelope.get("after") or envelope.get("before") or {})
+        return record.replace(value=row, headers=headers, schemas=unwrapped(record.schemas, exact))
