@@ -52,6 +52,19 @@ VARIANTS = (
             "time.precision.mode": "connect",
         },
     ),
+    # Every mode that changes a column's schema, unknown types included as bytes (here strings).
+    Variant(
+        "schemas-modes",
+        {
+            **SCHEMAS_ON,
+            "decimal.handling.mode": "double",
+            "binary.handling.mode": "hex",
+            "time.precision.mode": "adaptive_time_microseconds",
+            "interval.handling.mode": "string",
+            "include.unknown.datatypes": "true",
+            "hstore.handling.mode": "map",
+        },
+    ),
     # The transaction topic's schemas, the transaction block filled in, TRUNCATE events.
     Variant(
         "schemas-transactions", {**SCHEMAS_ON, "provide.transaction.metadata": "true", "skipped.operations": "none"}

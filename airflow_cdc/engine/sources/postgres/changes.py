@@ -24,7 +24,7 @@ from airflow_cdc.engine.records import Offset, Partition, PositionMarker, Source
 from airflow_cdc.engine.snapshots.events import Watermark
 from airflow_cdc.engine.sources.postgres import pgoutput
 from airflow_cdc.engine.sources.postgres.catalog import Catalog, TableFilter
-from airflow_cdc.engine.sources.postgres.connect_schema import MESSAGE_SCHEMAS, SchemaSettings
+from airflow_cdc.engine.sources.postgres.connect_schema import SchemaSettings, message_schemas
 from airflow_cdc.engine.sources.postgres.fallbacks import fallback_value
 from airflow_cdc.engine.sources.postgres.pgoutput import UNCHANGED_TOAST, ColumnValue
 from airflow_cdc.engine.sources.postgres.types import (
@@ -348,7 +348,7 @@ class ChangeBuilder:
         value = message_value(source, message.prefix, self._encode_bytes(message.content), time.time_ns())
         key = {"prefix": message.prefix}
         offset = self.offset(message.lsn)
-        schemas = MESSAGE_SCHEMAS if self._schemas.enabled else None
+        schemas = message_schemas(self._modes.binary) if self._schemas.enabled else None
         return [SourceRecord(self._messages.topic, key, value, self.partition, offset, ts_ns // 1_000_000, (), schemas)]
 
     def _relation(self, rel: pgoutput.Relation) -> None:

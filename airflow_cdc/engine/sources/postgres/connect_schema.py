@@ -13,6 +13,7 @@ add the ``__debezium.source.column.*`` parameters (PropagateSourceMetadataToSche
 
 from __future__ import annotations
 
+import functools
 import re
 from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass
@@ -38,35 +39,35 @@ SOURCE = cs.struct(
     version=1,
 )
 
-#: The logical decoding message topic's key and value (PostgresSchemaFactory).
-MESSAGE_SCHEMAS = cs.ConnectSchemas.of(
-    cs.struct(
-        "io.debezium.connector.postgresql.MessageKey",
-        [cs.field("prefix", cs.schema("string", optional=True))],
+
+@functools.cache
+def message_schemas(binary_mode: str) -> cs.ConnectSchemas:
+    """The logical decoding message topic's key and value (PostgresSchemaFactory); the
+    content's schema is ``binary.handling.mode``'s."""
+    content = cs.schema("bytes" if binary_mode == "bytes" else "string", optional=True)
+    message = cs.struct(
+        "io.debezium.connector.postgresql.Message",
+        [cs.field("prefix", cs.schema("string", optional=True)), cs.field("content", content)],
         version=1,
-    ),
-    cs.struct(
-        "io.debezium.connector.postgresql.MessageValue",
-        [
-            cs.field("op", cs.schema("string")),
-            cs.field("ts_ms", cs.schema("int64", optional=True)),
-            cs.field("source", SOURCE),
-            cs.field("transaction", cs.TRANSACTION_BLOCK),
-            cs.field(
-                "message",
-                cs.struct(
-                    "io.debezium.connector.postgresql.Message",
-                    [
-                        cs.field("prefix", cs.schema("string", optional=True)),
-                        cs.field("content", cs.schema("bytes", optional=True)),
-                    ],
-                    version=1,
-                ),
-            ),
-        ],
-        version=1,
-    ),
-)
+    )
+    return cs.ConnectSchemas.of(
+        cs.struct(
+            "io.debezium.connector.postgresql.MessageKey",
+            [cs.field("prefix", cs.schema("string", optional=True))],
+            version=1,
+        ),
+        cs.struct(
+            "io.debezium.connector.postgresql.MessageValue",
+            [
+                cs.field("op", cs.schema("string")),
+                cs.field("ts_ms", cs.schema("int64", optional=True)),
+                cs.field("source", SOURCE),
+                cs.field("transaction", cs.TRANSACTION_BLOCK),
+                cs.field("message", message),
+            ],
+            version=1,
+        ),
+    )
 
 
 @dataclass(frozen=True)
@@ -365,7 +366,9 @@ def _array(
     if items is None:
         if not modes.include_unknown:
             return None
-        items = _binary(modes)
+        # include.unknown.datatypes: the binary mode's schema, its elements not optional
+        # (PostgresValueConverter: SchemaBuilder.array(binaryMode.getSchema())).
+        return cs.schema("array", items=_binary(modes))
     return cs.schema("array", items=cs.optional(items))
 
 
