@@ -52,6 +52,8 @@ VARIANTS = (
             "time.precision.mode": "connect",
         },
     ),
+    # Every column of every type with its source type, length and scale.
+    Variant("schemas-propagate-all", {**SCHEMAS_ON, "column.propagate.source.type": ".*"}),
     # Every mode that changes a column's schema, unknown types included as bytes (here strings).
     Variant(
         "schemas-modes",

@@ -150,18 +150,21 @@ def source_size(catalog: Catalog, oid: int, typmod: int, snapshot: bool) -> tupl
     """A column's ``__debezium.source.column.length`` and ``.scale``: pgjdbc's precision and
     scale of its type (TypeInfoCache), a domain's by its base type and the domain's typmod, an
     array's by its element. The snapshot reads them from JDBC's column metadata, where an
-    unconstrained numeric has size 0 and no scale; the stream from the RELATION's typmod, where
-    a size of 0 becomes the type's display size (PgOutput's ColumnMetaData)."""
+    unconstrained numeric (not numeric[]) has size 0 and no scale; the stream from the
+    RELATION's typmod, where a size of 0 becomes the type's display size (PgOutput's
+    ColumnMetaData). The oracle's variant ``schemas-propagate-all`` shows every type's."""
     info = catalog.type(oid)
     while info.kind == "d" and info.base_oid:
         info = catalog.type(info.base_oid)
-    if info.category == "A" and info.element_oid:
+    array = info.category == "A" and bool(info.element_oid)
+    if array:
         info = catalog.type(info.element_oid)
     name = info.name
-    if snapshot and name == "numeric" and typmod < 0:
+    jdbc = snapshot and not array  # JDBC's metadata of an array column is its element's, as streamed
+    if jdbc and name == "numeric" and typmod < 0:
         return 0, None
     length = _precision(name, typmod)
-    if length == 0 and not snapshot:
+    if length == 0 and not jdbc:
         length = _display_size(name, typmod)
     return length, _scale(name, typmod)
 
