@@ -2,6 +2,10 @@
 ``execute-snapshot`` signal (one row in the signal table both watch) over the same table; their
 ``op=r`` events, and everything else they emit around it, must be the same (ADR 0009).
 
+Run twice: with the JSON converter's schemas disabled, and enabled with every column's source
+type (``column.propagate.source.type=.*``), comparing the schemas whole as
+test_postgres_schemas_oracle.py does.
+
 Nothing writes to the table meanwhile: which rows a window drops under concurrent writes depends
 on timing on each side (DBLog), so that is checked by the target-equals-source tests instead.
 """
@@ -22,6 +26,7 @@ from airflow_cdc.engine.testing import EngineRunner, wait_until
 from airflow_cdc.kafka_connect import ConnectClient
 from tests.compat.oracle import Variant, compare, read_topics, summary
 from tests.compat.test_postgres_oracle import DUMP_ENV_VAR, common_config, dump
+from tests.compat.test_postgres_schemas_oracle import SCHEMAS_ON, _split_all
 
 pytestmark = [pytest.mark.integration, pytest.mark.slow]
 
@@ -44,8 +49,14 @@ def _count(bootstrap: str, prefix: str, topic: str, op: str | None = None) -> in
     return sum(1 for e in events if op is None or e.op == op)
 
 
-@pytest.fixture
-def captured(pg_server: Any, kafka_broker: Any, connect_worker: Any) -> Iterator[tuple[dict, dict]]:
+#: The converters' settings of each run, both sides.
+CONVERTERS = {"json": {}, "schemas": {**SCHEMAS_ON, "column.propagate.source.type": ".*"}}
+
+
+@pytest.fixture(params=list(CONVERTERS))
+def captured(
+    request: pytest.FixtureRequest, pg_server: Any, kafka_broker: Any, connect_worker: Any
+) -> Iterator[tuple[dict, dict]]:
     database = pg_server.create_database()
     run = uuid.uuid4().hex[:6]
     theirs, ours = f"dbzinc_{run}", f"oursinc_{run}"
@@ -54,6 +65,7 @@ def captured(pg_server: Any, kafka_broker: Any, connect_worker: Any) -> Iterator
         "snapshot.mode": "no_data",
         "signal.data.collection": "public.debezium_signal",
         "incremental.snapshot.chunk.size": 500,
+        **CONVERTERS[request.param],
     }
     client = ConnectClient(connect_worker.url)
     sink = KafkaSink({"sink.kafka.producer.bootstrap.servers": bootstrap})
@@ -62,13 +74,18 @@ def captured(pg_server: Any, kafka_broker: Any, connect_worker: Any) -> Iterator
         with pg_server.connect(database) as conn:
             conn.execute(SCHEMA)
         config = {**common_config(pg_server, database, Variant("incremental"), theirs), **extra}
-        client.create(theirs, {**config, "value.converter.replace.null.with.default": "false", "tasks.max": 1})
+        converter = {
+            "value.converter": "org.apache.kafka.connect.json.JsonConverter",
+            "value.converter.schemas.enable": "false",
+        }
+        replace = {"value.converter.replace.null.with.default": "false", "tasks.max": 1}
+        client.create(theirs, {**converter, **config, **replace})
         ours_config = {**common_config(pg_server, database, Variant("incremental"), ours), **extra}
         runner = EngineRunner(
             Engine(
                 {**ours_config, "name": ours, "offset.storage": "memory"},
                 batch_handler=sink,
-                serializer=JsonSerializer(),
+                serializer=JsonSerializer.from_config(ours_config),
             )
         )
         sink.__enter__()
@@ -91,6 +108,8 @@ def captured(pg_server: Any, kafka_broker: Any, connect_worker: Any) -> Iterator
             wait_until(lambda p=prefix: _count(bootstrap, p, "public.oracle_marker") >= 2, 120, f"{prefix} caught up")
         wait_until(lambda: sink.metrics()["in_flight"] == 0, 60, "our sink acknowledged")
         result = read_topics(bootstrap, theirs), read_topics(bootstrap, ours)
+        if request.param == "schemas":
+            result = _split_all(result[0], theirs), _split_all(result[1], ours)
         if os.environ.get(DUMP_ENV_VAR):
             dump({"incremental": result}, os.environ[DUMP_ENV_VAR])
         yield result

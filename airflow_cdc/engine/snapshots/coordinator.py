@@ -404,5 +404,12 @@ def _stamped(record: SourceRecord, fields: Mapping[str, Any]) -> SourceRecord:
     """The record with ``fields`` added to its offset (its own class kept: a marker stays one)."""
     offset = {**record.offset, **fields}
     return type(record)(
-        record.topic, record.key, record.value, record.partition, offset, record.timestamp_ms, record.headers
+        record.topic,
+        record.key,
+        record.value,
+        record.partition,
+        offset,
+        record.timestamp_ms,
+        record.headers,
+        record.schemas,
     )
