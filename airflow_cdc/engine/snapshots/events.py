@@ -35,7 +35,8 @@ class Watermark(PositionMarker):
 
     @classmethod
     def of(cls, partition: Partition, offset: Offset, window: str, kind: str) -> Watermark:
-        return cls("", None, None, partition, offset, None, (), window, kind)
+        # By keyword: a field added to SourceRecord must not shift these (one did: ``schemas``).
+        return cls("", None, None, partition, offset, window=window, kind=kind)
 
 
 @dataclass(frozen=True, slots=True)
