@@ -12,7 +12,9 @@ Both sides run ``apply.run`` (``availableNow``, ``--batch`` records per micro-ba
 ``key``) into a fresh PostgreSQL target database, taking turns going first across rounds; each
 run must leave every target table equal to the expected rows, or the bench fails (exit status 1).
 Rates are events/s over the change events (not BEGIN/END), medians over rounds; ``cost`` =
-transaction rate / key rate. The last line is one JSON object.
+transaction rate / key rate. Each run's line shows its batches' phases (``apply.run``'s
+``phases_s``: in key mode read / transform / write, in transaction mode split / read / write) and
+the last line is one JSON object, with the load average next to the rates (2 shared cores).
 
     python bench/apply_consistency.py --quick     # 6,000 transactions, 2 rounds
 """
@@ -180,13 +182,18 @@ def main() -> int:
                         consistency=side,
                     )
                     started = time.perf_counter()
-                    run(spark, job)
+                    result = run(spark, job)
                     seconds = time.perf_counter() - started
                     problem = matches(pg, name, generated)
                     if problem:
                         failures.append(f"{side}: {problem}")
                     rates[side].append(generated.events / seconds)
-                    print(f"round {number} {side:>11}: {generated.events / seconds:,.0f} events/s", flush=True)
+                    phases = ", ".join(f"{name} {s:.1f} s" for name, s in result["phases_s"].items())
+                    print(
+                        f"round {number} {side:>11}: {generated.events / seconds:,.0f} events/s "
+                        f"({result['batches']} batches, {seconds:.1f} s: {phases})",
+                        flush=True,
+                    )
         finally:
             spark.stop()
     summary: dict[str, Any] = {"bench": "apply_consistency", "events": generated.events, "batch": args.batch}
@@ -194,6 +201,7 @@ def main() -> int:
         summary[f"{side}_events_per_s"] = round(statistics.median(rates[side]))
     if len(sides) == 2:
         summary["cost"] = round(summary["transaction_events_per_s"] / summary["key_events_per_s"], 3)
+    summary["load_average"] = [round(x, 2) for x in os.getloadavg()]
     summary["mismatches"] = failures
     print(json.dumps(summary))
     return 1 if failures else 0

@@ -64,6 +64,9 @@ class ApplyJob:
     consistency: str = "key"
     #: Debezium's ``<topic.prefix>.transaction`` topic, read in ``transaction`` mode.
     transaction_topic: str | None = None
+    #: ``transaction`` mode: batches a transaction may wait with later ones overtaking it before
+    #: the job stops as stalled (``transaction_order.py``).
+    transaction_stall_batches: int = 10
 
 
 def _pairs(values: Iterable[str], what: str) -> dict[str, str]:
@@ -119,6 +122,7 @@ def parser() -> argparse.ArgumentParser:
         help="transaction: a reader of a SQL target never sees half a source transaction (ADR 0023)",
     )
     p.add_argument("--transaction-topic", help="default: <topic.prefix>.transaction")
+    p.add_argument("--transaction-stall-batches", type=int, default=10, help="stop when a transaction waits this long")
     return p
 
 
@@ -154,6 +158,7 @@ def parse_args(argv: Sequence[str]) -> ApplyJob:
             app_name=args.app_name,
             consistency=args.consistency,
             transaction_topic=args.transaction_topic,
+            transaction_stall_batches=args.transaction_stall_batches,
         )
     except JobConfigError as exc:
         raise SystemExit(str(_by_flag(exc))) from None
@@ -214,6 +219,7 @@ def job_from_config(config: ApplyConfig) -> ApplyJob:
         app_name=config.app_name or "airflow-cdc-apply",
         consistency=config.consistency,
         transaction_topic=config.transaction_topic,
+        transaction_stall_batches=config.transaction_stall_batches,
     )
 
 

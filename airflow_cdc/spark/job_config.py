@@ -236,6 +236,10 @@ class ApplyConfig(_Group):
     consistency: str = "key"
     #: Debezium's transaction topic (default ``<topic.prefix>.transaction``), read in ``transaction`` mode.
     transaction_topic: str | None = None
+    #: ``transaction`` mode: batches in a row a source transaction may wait, while later
+    #: transactions' events on its tables arrive and its own do not, before the job stops with an
+    #: error naming it (the job started past its first events; ADR 0023).
+    transaction_stall_batches: int = 10
 
     template_fields: ClassVar[tuple[str, ...]] = (
         "topics",
@@ -265,6 +269,7 @@ class ApplyConfig(_Group):
         check.choice("trigger", TRIGGERS)
         check.choice("consistency", CONSISTENCY)
         check.text("transaction_topic", optional=True)
+        check.whole("transaction_stall_batches", 1)
         url = self.target_url
         if isinstance(url, str) and not is_template(url) and scheme_of(url) not in (*SQL_SCHEMES, *LAKE_SCHEMES):
             fix = "delta:PATH or parquet:PATH (postgresql://… and mysql://… work, but a DAG has target_conn_id)"

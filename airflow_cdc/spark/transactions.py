@@ -21,6 +21,7 @@ from __future__ import annotations
 
 import re
 import sys
+import time
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 from typing import Any, Protocol
@@ -30,15 +31,16 @@ from pyspark.sql import functions as F
 
 from airflow_cdc.engine.errors import ConfigError, ConfigProblem
 from airflow_cdc.spark.frames import RAW_SCHEMA
+from airflow_cdc.spark.transaction_order import STALL_BATCHES, Plan, Waiting, plan, stalled, tail, track
 
 #: Debezium's transaction topic, ``<topic.prefix>.transaction`` (``topic.transaction``'s default).
 TRANSACTION_SUFFIX = "transaction"
-_END = (
-    "status string, id string, event_count long, "
-    "data_collections array<struct<data_collection: string, event_count: long>>"
+#: Both kinds of record parsed at once: an END (``status``, ``id``, ``data_collections``) and a
+#: change event (``op``, ``transaction``); a record fills the fields of its kind.
+_RECORD = (
+    "status string, id string, data_collections array<struct<data_collection: string, event_count: long>>, "
+    "op string, transaction struct<id: string, total_order: long>"
 )
-_EVENT = "op string, transaction struct<id: string, total_order: long>"
-_END_AT = ("end_partition", "end_offset")
 #: Changes that Debezium's connectors give a ``transaction`` block once the metadata is on.
 _STREAMED_OPS = ("c", "u", "d")
 
@@ -61,12 +63,6 @@ def transaction_topic(topics: Sequence[str], given: str | None) -> str:
     return topics[0].rsplit(".", 2)[0] + "." + TRANSACTION_SUFFIX
 
 
-def _tail(name: str) -> str:
-    """A table's ``schema.table`` / ``db.table``: the last two parts of a topic or of an END's
-    ``data_collection`` (``db.schema.table`` or ``schema.table`` for PostgreSQL)."""
-    return ".".join(name.split(".")[-2:])
-
-
 @dataclass(frozen=True)
 class Tables:
     """Which END ``data_collections`` this job reads (only those count towards completeness)."""
@@ -77,9 +73,9 @@ class Tables:
 
     def counts(self, data_collection: str) -> bool:
         if self.topics:
-            return _tail(data_collection) in {_tail(t) for t in self.topics if t != self.tx_topic}
+            return tail(data_collection) in {tail(t) for t in self.topics if t != self.tx_topic}
         prefix = self.tx_topic.removesuffix("." + TRANSACTION_SUFFIX)
-        return bool(self.pattern and re.fullmatch(self.pattern, f"{prefix}.{_tail(data_collection)}"))
+        return bool(self.pattern and re.fullmatch(self.pattern, f"{prefix}.{tail(data_collection)}"))
 
 
 def _transaction_key(txid: Any) -> Any:
@@ -93,85 +89,79 @@ def _unwrap(text: Any) -> Any:
     return F.when(text.startswith('{"schema"'), F.get_json_object(text, "$.payload")).otherwise(text)
 
 
+RAW_SCHEMA_COLUMNS = tuple(part.split()[0] for part in RAW_SCHEMA.split(","))
+
+
+def tag(raw: DataFrame, tables: Tables) -> DataFrame:
+    """``raw`` with what the split needs of each record, its JSON parsed once: ``_txid`` (the
+    source transaction of an END or a change event), ``_end``, ``_order`` (an event's distinct
+    number), ``_collections`` (an END's counts), ``_untagged`` (a streamed change without a
+    transaction block). The caller caches it: the aggregate, the ready filter and the held
+    records all read it."""
+    is_tx = F.col("topic") == tables.tx_topic
+    e = F.col("_e")
+    is_end = F.coalesce(is_tx & (e["status"] == "END"), F.lit(False))
+    txid = F.when(is_tx, F.when(is_end, e["id"])).otherwise(e["transaction"]["id"])
+    return raw.withColumn("_e", F.from_json(_unwrap(F.col("value")), _RECORD)).select(
+        *RAW_SCHEMA_COLUMNS,
+        _transaction_key(txid).alias("_txid"),
+        is_end.alias("_end"),
+        F.when(~is_tx, F.coalesce(e["transaction"]["total_order"], F.col("offset"))).alias("_order"),
+        F.when(is_end, e["data_collections"]).alias("_collections"),
+        F.coalesce(~is_tx & e["op"].isin(*_STREAMED_OPS) & e["transaction"]["id"].isNull(), F.lit(False)).alias(
+            "_untagged"
+        ),
+    )
+
+
+def _among(txids: set[str]) -> Any:
+    """``_txid IN (...)`` as one SQL expression: Spark makes it a hash-set lookup (InSet), and it
+    crosses to the JVM in one call - ``Column.isin(*ids)`` makes a call per id, seconds for the
+    thousands of transactions of a batch."""
+    quoted = ",".join("'" + t.replace("\\", "\\\\").replace("'", "\\'") + "'" for t in sorted(txids))
+    return F.expr(f"_txid IN ({quoted})")
+
+
 @dataclass
 class Split:
-    """One batch split at the last complete transaction: ``ready`` (raw frame to apply) and
-    ``held`` (raw records to keep for a later batch)."""
+    """One batch split at the first incomplete transaction: ``ready`` (raw frame to apply),
+    ``held`` (raw records to keep for a later batch) and the driver's :class:`Plan`."""
 
     ready: DataFrame
     held: list[tuple[Any, ...]]
+    plan: Plan
 
 
-def split(raw: DataFrame, tables: Tables) -> Split:
-    """``raw`` (the batch with the held records, deduplicated, cached) → what applies now and
-    what waits (module docstring). Raises ``ConfigError`` naming ``provide.transaction.metadata``
-    when a streamed change carries no ``transaction`` block."""
-    is_tx = F.col("topic") == tables.tx_topic
-    ends = (
-        raw.where(is_tx)
-        .select("partition", "offset", F.from_json(_unwrap(F.col("value")), _END).alias("e"))
-        .where(F.col("e.status") == "END")
-    )
-    names = [r[0] for r in ends.select(F.explode("e.data_collections.data_collection")).distinct().collect()]
-    counted = [name for name in names if name is not None and tables.counts(name)]
-    expected = ends.select(
-        _transaction_key(F.col("e.id")).alias("txid"),
-        F.col("partition").alias("end_partition"),
-        F.col("offset").alias("end_offset"),
-        F.aggregate(
-            F.filter(
-                "e.data_collections", lambda dc: dc["data_collection"].isin(*counted) if counted else F.lit(False)
-            ),
-            F.lit(0).cast("long"),
-            lambda acc, dc: acc + F.coalesce(dc["event_count"], F.lit(0)).cast("long"),
-        ).alias("expected"),
-    )
-    events = raw.where(~is_tx).select(
-        "topic", "partition", "offset", F.from_json(_unwrap(F.col("value")), _EVENT).alias("e")
-    )
-    untagged = events.where(F.col("e.op").isin(*_STREAMED_OPS) & F.col("e.transaction.id").isNull()).limit(1).collect()
-    if untagged:
-        raise ConfigError(
-            [
-                ConfigProblem(
-                    "consistency",
-                    f"a change on {untagged[0]['topic']} (offset {untagged[0]['offset']}) has no transaction block, so "
-                    "its source transaction cannot be told",
-                    "set provide.transaction.metadata=true on the capturing connector (and replay from its start), "
-                    "or run the job with consistency=key",
-                )
-            ]
+def split(tagged: DataFrame, tables: Tables) -> Split:
+    """``tagged`` (:func:`tag` of the batch with the held records, deduplicated, cached) → what
+    applies now and what waits (module docstring). Spark jobs: one aggregate, whose rows (one per
+    transaction and table) the driver decides on (``transaction_order.plan``), and the collect of
+    the held records when there are any; the ready frame is a filter the apply's jobs run."""
+    rows = (
+        tagged.groupBy(F.col("_txid").alias("txid"), "topic")
+        .agg(
+            # A set, not count_distinct: no Expand of the other aggregates (one pass).
+            F.size(F.collect_set("_order")).alias("seen"),
+            F.max(F.when(F.col("_end"), F.struct("partition", "offset"))).alias("end_at"),
+            F.first("_collections", ignorenulls=True).alias("collections"),
+            F.min(F.when(F.col("_untagged"), F.col("offset"))).alias("untagged"),
         )
-    seen = (
-        events.where(F.col("e.transaction.id").isNotNull())
-        .groupBy(_transaction_key(F.col("e.transaction.id")).alias("txid"))
-        .agg(F.count_distinct(F.coalesce(F.col("e.transaction.total_order"), F.col("offset"))).alias("seen"))
+        .collect()
     )
-    status = expected.join(seen, "txid", "left").withColumn(
-        "complete", F.coalesce(F.col("seen"), F.lit(0)) >= F.col("expected")
-    )
-    cutoff = status.where(~F.col("complete")).orderBy("end_partition", "end_offset").select(*_END_AT).first()
-    ready_ends = status.where(F.col("complete"))
-    if cutoff is not None:  # commit order: the transaction topic's order (one partition)
-        part, offset = F.col("end_partition"), F.col("end_offset")
-        ready_ends = ready_ends.where((part < cutoff[0]) | ((part == cutoff[0]) & (offset < cutoff[1])))
-    ready_ids = F.broadcast(ready_ends.select("txid").distinct())
-    tagged = events.select("topic", "partition", "offset", _transaction_key(F.col("e.transaction.id")).alias("txid"))
-    ready_events = tagged.join(ready_ids, "txid", "left_semi").unionByName(tagged.where(F.col("txid").isNull()))
-    keys = ["topic", "partition", "offset"]
-    ready_raw = raw.join(ready_events.select(*keys), keys, "left_semi")
-    held_events = tagged.where(F.col("txid").isNotNull()).join(ready_ids, "txid", "left_anti").select(*keys)
+    decided = plan(rows, tables.tx_topic, tables.counts)
+    is_tx = F.col("topic") == tables.tx_topic
+    held: list[tuple[Any, ...]] = []
+    if not decided.held:
+        return Split(tagged.where(~is_tx).select(*RAW_SCHEMA_COLUMNS), held, decided)
+    waiting = _among(decided.held)
+    ready = ~is_tx & (F.col("_txid").isNull() | ~waiting)
     # An END waits with its transaction; one counting none of this job's tables waits for nothing.
-    held_ends = (
-        status.where(F.col("expected") > 0)
-        .join(ready_ids, "txid", "left_anti")
-        .select(F.lit(tables.tx_topic).alias("topic"), *(F.col(c).alias(c[4:]) for c in _END_AT))
-    )
-    held = raw.join(held_events.unionByName(held_ends), keys, "left_semi")
-    return Split(ready_raw, [tuple(r) for r in held.select(*RAW_SCHEMA_COLUMNS).collect()])
-
-
-RAW_SCHEMA_COLUMNS = tuple(part.split()[0] for part in RAW_SCHEMA.split(","))
+    ends = _among(decided.held_ends) if decided.held_ends else F.lit(False)
+    held = [
+        tuple(r)
+        for r in tagged.where((~is_tx & waiting) | (F.col("_end") & ends)).select(*RAW_SCHEMA_COLUMNS).collect()
+    ]
+    return Split(tagged.where(ready).select(*RAW_SCHEMA_COLUMNS), held, decided)
 
 
 def query_id(spark: Any, checkpoint: str) -> str:
@@ -184,49 +174,87 @@ def query_id(spark: Any, checkpoint: str) -> str:
     return str(json.loads(line)["id"])
 
 
+@dataclass
+class Stored:
+    """What the target keeps for a streaming query: the last batch applied (None: none yet), the
+    held records, and the stall count (``transaction_order.Waiting``)."""
+
+    last_batch: int | None
+    held: list[tuple[Any, ...]]
+    waiting: Waiting | None = None
+
+
 class ConsistentTarget(Protocol):
     """A target that applies a batch and keeps its held records atomically
     (``targets/sql_consistent.py``)."""
 
-    def load(self, query_id: str) -> tuple[int | None, list[tuple[Any, ...]]]: ...
+    def load(self, query_id: str) -> Stored: ...
 
-    def apply_batch(self, latest: DataFrame, batch_id: int, held: list[tuple[Any, ...]], query_id: str) -> Any: ...
+    def apply_batch(
+        self, latest: DataFrame, batch_id: int, held: list[tuple[Any, ...]], query_id: str, waiting: Waiting | None
+    ) -> Any: ...
+
+    def report_orphans(self, query_id: str) -> None: ...
 
 
 def transaction_writer(job: Any, totals: Any, tables: Tables, target: ConsistentTarget) -> Callable[[Any, int], None]:
-    """The ``foreachBatch`` function of the mode."""
+    """The ``foreachBatch`` function of the mode. Phases (``totals.phases``): ``split`` (the
+    source, the transactions' aggregate, the held records), ``read`` (the ready changes' JSON
+    parse and count), ``write`` (the last change per key and the target)."""
     from airflow_cdc.spark.transforms import batch_facts, laned_latest, parse, row_changes
 
     state: dict[str, Any] = {}
+    bound = int(getattr(job, "transaction_stall_batches", None) or STALL_BATCHES)
+
+    def stop_if_stalled(waiting: Waiting | None) -> None:
+        if waiting is not None and waiting.batches >= bound:
+            raise stalled(waiting, tables.tx_topic, int(time.time() * 1000))
 
     def write(batch: DataFrame, batch_id: int) -> None:
+        started = time.perf_counter()
         spark = batch.sparkSession
         if "query" not in state:
             state["query"] = query_id(spark, job.checkpoint)
-        last_batch, pending = target.load(state["query"])
-        if last_batch is not None and batch_id <= last_batch:
+            target.report_orphans(state["query"])
+        stored = target.load(state["query"])
+        if stored.last_batch is not None and batch_id <= stored.last_batch:
             print(f"skipped batch {batch_id}: the target applied it already", file=sys.stderr, flush=True)
             totals.batches += 1
+            stop_if_stalled(stored.waiting)  # a rerun that only replays the batch the stop left
             return
         raw = batch.select(*RAW_SCHEMA_COLUMNS)
-        if pending:
-            raw = raw.unionByName(spark.createDataFrame(pending, RAW_SCHEMA))
-        raw = raw.dropDuplicates(["topic", "partition", "offset"]).persist()
+        if stored.held:  # a replayed batch may hold what is held already; a fresh one cannot
+            raw = raw.unionByName(spark.createDataFrame(stored.held, RAW_SCHEMA))
+            raw = raw.dropDuplicates(["topic", "partition", "offset"])
+        tagged = tag(raw, tables).persist()
         try:
-            cut = split(raw, tables)
+            cut = split(tagged, tables)
+            waiting = track(stored.waiting, cut.plan, batch_id, int(time.time() * 1000))
+            took = [totals.timed("split", started)]
+            started = time.perf_counter()
             parsed = parse(cut.ready).persist()
             try:
                 facts = batch_facts(parsed)  # the count, and which branches the plan needs
                 records = facts.records
+                took.append(totals.timed("read", started))
+                started = time.perf_counter()
                 latest = laned_latest(row_changes(parsed), 1, job.lane_groups, facts)
-                totals.add(target.apply_batch(latest, batch_id, cut.held, state["query"]))
+                totals.add(target.apply_batch(latest, batch_id, cut.held, state["query"], waiting))
+                took.append(totals.timed("write", started))
             finally:
                 parsed.unpersist()
         finally:
-            raw.unpersist()
+            tagged.unpersist()
         totals.batches += 1
         totals.records += records
-        print(f"applied batch {batch_id}: {records} records, {len(cut.held)} held back", file=sys.stderr, flush=True)
+        phases = ", ".join(f"{name} {s:.2f} s" for name, s in zip(("split", "read", "write"), took, strict=True))
+        print(
+            f"applied batch {batch_id}: {records} records, {len(cut.held)} held back ({phases})",
+            file=sys.stderr,
+            flush=True,
+        )
+        # After the apply: what could apply did, and the waiting count is kept for the next run.
+        stop_if_stalled(waiting)
 
     return write
 
@@ -253,9 +281,9 @@ def consistent_writer(job: Any, totals: Any) -> Callable[[Any, int], None]:
     if scheme_of(job.target_url) in SQL_SCHEMES:
         from airflow_cdc.spark.targets.sql_consistent import ConsistentSqlTarget
 
-        target = ConsistentSqlTarget(job.target_url, job.table_map, job.settings)
+        target = ConsistentSqlTarget(job.target_url, job.table_map, job.settings, tables.tx_topic)
     else:
         from airflow_cdc.spark.targets.lake_consistent import ConsistentLakeTarget
 
-        target = ConsistentLakeTarget(job.target_url, job.table_map, job.settings)
+        target = ConsistentLakeTarget(job.target_url, job.table_map, job.settings, tables.tx_topic)
     return transaction_writer(job, totals, tables, target)

@@ -17,9 +17,12 @@ import logging
 import os
 import sys
 from collections.abc import Mapping
+from dataclasses import asdict
 from typing import Any
 
 from airflow_cdc.spark.targets.lake import LakeTarget
+from airflow_cdc.spark.transaction_order import Waiting
+from airflow_cdc.spark.transactions import Stored
 
 log = logging.getLogger(__name__)
 
@@ -31,27 +34,48 @@ NOT_ATOMIC = (
 
 
 class ConsistentLakeTarget:
-    def __init__(self, url: str, table_map: Mapping[str, str], settings: Mapping[str, str]) -> None:
+    def __init__(self, url: str, table_map: Mapping[str, str], settings: Mapping[str, str], tx_topic: str) -> None:
         self.lake = LakeTarget(url, table_map, settings)
+        self.tx_topic = tx_topic
         self.state = self.lake.root / "_cdc_pending"
         message = NOT_ATOMIC.format(kind=self.lake.kind.capitalize())
         log.warning(message)
         print(message, file=sys.stderr, flush=True)
 
-    def load(self, query_id: str) -> tuple[int | None, list[tuple[Any, ...]]]:
+    def load(self, query_id: str) -> Stored:
         path = self.state / f"{query_id}.json"
         if not path.exists():
-            return None, []
+            return Stored(None, [])
         data = json.loads(path.read_text())
-        return int(data["batch_id"]), [tuple(record) for record in data["held"]]
+        waiting = Waiting(**data["waiting"]) if data.get("waiting") else None
+        return Stored(int(data["batch_id"]), [tuple(record) for record in data["held"]], waiting)
 
-    def apply_batch(self, latest: Any, batch_id: int, held: list[tuple[Any, ...]], query_id: str) -> dict[str, int]:
+    def report_orphans(self, query_id: str) -> None:
+        """Logs other queries' state files for the same transaction topic (not deleted: two jobs
+        may share a target)."""
+        others = []
+        for path in sorted(self.state.glob("*.json")) if self.state.is_dir() else ():
+            if path.stem != query_id and json.loads(path.read_text()).get("transaction_topic") == self.tx_topic:
+                others.append(str(path))
+        if others:
+            message = (
+                f"the target holds transaction-consistent state of other streaming queries on {self.tx_topic} "
+                f"(this job is {query_id}): a job whose checkpoint was deleted leaves it. If no running job uses "
+                f"them: rm {' '.join(others)}"
+            )
+            log.warning(message)
+            print(message, file=sys.stderr, flush=True)
+
+    def apply_batch(
+        self, latest: Any, batch_id: int, held: list[tuple[Any, ...]], query_id: str, waiting: Waiting | None
+    ) -> dict[str, int]:
         counts = self.lake.apply(latest)
         self.state.mkdir(parents=True, exist_ok=True)
         path = self.state / f"{query_id}.json"
         partial = path.with_suffix(".json.partial")
         with open(partial, "w") as out:
-            json.dump({"batch_id": batch_id, "held": [list(record) for record in held]}, out)
+            state = {"batch_id": batch_id, "transaction_topic": self.tx_topic, "held": [list(r) for r in held]}
+            json.dump({**state, "waiting": asdict(waiting) if waiting else None}, out)
             out.flush()
             os.fsync(out.fileno())
         os.replace(partial, path)

@@ -10,30 +10,62 @@ time in memory) and go through one connection, with the held-back records and th
 
 from __future__ import annotations
 
+import logging
+import sys
 from collections.abc import Mapping
 from typing import Any
 
 from airflow_cdc.spark.targets.sql import SqlTargetSettings, apply_changes, dialect_for, pending
+from airflow_cdc.spark.transaction_order import Waiting
+from airflow_cdc.spark.transactions import Stored
+
+log = logging.getLogger(__name__)
 
 
 class ConsistentSqlTarget:
-    def __init__(self, url: str, table_map: Mapping[str, str], settings: Mapping[str, str]) -> None:
+    def __init__(self, url: str, table_map: Mapping[str, str], settings: Mapping[str, str], tx_topic: str) -> None:
         self.settings = SqlTargetSettings(url=url, tables=dict(table_map), modes=dict(settings))  # type: ignore[arg-type]  # Modes.from_config in __post_init__
         self.dialect = dialect_for(url)
+        self.tx_topic = tx_topic
         self._ready = False
 
-    def load(self, query_id: str) -> tuple[int | None, list[tuple[Any, ...]]]:
+    def _connect(self) -> Any:
         conn = self.dialect.connect(self.settings.url)
+        if not self._ready:
+            pending.ensure_tables(conn, self.dialect)
+            self._ready = True
+        return conn
+
+    def load(self, query_id: str) -> Stored:
+        conn = self._connect()
         try:
-            if not self._ready:
-                pending.ensure_tables(conn, self.dialect)
-                self._ready = True
-            return pending.load(conn, query_id)
+            return Stored(*pending.load(conn, query_id))
         finally:
             conn.close()
 
-    def apply_batch(self, latest: Any, batch_id: int, held: list[tuple[Any, ...]], query_id: str) -> dict[str, int]:
+    def report_orphans(self, query_id: str) -> None:
+        """Logs other queries' rows for the same transaction topic, with the statement that deletes
+        them. Not deleted here: two jobs may share a target and a topic, and only their owner knows
+        whether a checkpoint is gone."""
+        conn = self._connect()
+        try:
+            others = pending.others(conn, query_id, self.tx_topic)
+        finally:
+            conn.close()
+        if others:
+            message = (
+                f"the target holds transaction-consistent state of other streaming queries on {self.tx_topic} "
+                f"({', '.join(others)}; this job is {query_id}): held records and batch ids of a job whose "
+                "checkpoint was deleted stay until deleted. If no running job uses them: "
+                + pending.delete_statement(others)
+            )
+            log.warning(message)
+            print(message, file=sys.stderr, flush=True)
+
+    def apply_batch(
+        self, latest: Any, batch_id: int, held: list[tuple[Any, ...]], query_id: str, waiting: Waiting | None
+    ) -> dict[str, int]:
         def finish(conn: Any, dialect: Any) -> None:
-            pending.replace(conn, dialect, query_id, batch_id, held)
+            pending.replace(conn, dialect, query_id, batch_id, held, self.tx_topic, waiting)
 
         return apply_changes(latest.toLocalIterator(), self.settings, finish)

@@ -33,10 +33,10 @@ def end(txid: str, **counts: int) -> str:
 
 def split_of(spark: Any, records: list[tuple[str, int, str]], tables: Tables = TABLES) -> tuple[set[Any], set[Any]]:
     """(ready, held) as sets of (topic, offset)."""
-    from airflow_cdc.spark.transactions import split
+    from airflow_cdc.spark.transactions import split, tag
 
     rows = [(topic, 0, offset, json.dumps({"id": offset}), value) for topic, offset, value in records]
-    cut = split(spark.createDataFrame(rows, RAW_SCHEMA), tables)
+    cut = split(tag(spark.createDataFrame(rows, RAW_SCHEMA), tables), tables)
     return {(r.topic, r.offset) for r in cut.ready.collect()}, {(r[0], r[2]) for r in cut.held}
 
 
@@ -102,6 +102,22 @@ def test_postgresql_ids_match_by_their_xid(spark: Any) -> None:
     assert held == {(A, 2), (TX, 2)}
 
 
+def test_any_transaction_id_filters_as_itself(spark: Any) -> None:
+    """The held ids go to Spark as one SQL IN list: quotes and backslashes stay literal."""
+    odd = "gtid'1\\x:2"
+    ready, held = split_of(
+        spark,
+        [
+            (A, 1, event(A, 1, "t1", 1)),
+            (TX, 1, end("t1", a=1)),
+            (A, 2, event(A, 2, odd, 1)),
+            (TX, 2, end(odd, a=1, b=1)),
+        ],
+    )
+    assert ready == {(A, 1)}
+    assert held == {(A, 2), (TX, 2)}
+
+
 def test_a_change_without_a_transaction_block_names_the_connector_setting(spark: Any) -> None:
     with pytest.raises(ConfigError, match=r"provide\.transaction\.metadata"):
         split_of(spark, [(A, 1, event(A, 1, None, op="u"))])
@@ -129,11 +145,17 @@ def test_a_lake_target_keeps_its_held_records_and_batch_id_and_says_it_is_not_at
 ) -> None:
     from airflow_cdc.spark.frames import LATEST_SCHEMA
     from airflow_cdc.spark.targets.lake_consistent import ConsistentLakeTarget
+    from airflow_cdc.spark.transaction_order import Waiting
+    from airflow_cdc.spark.transactions import Stored
 
-    target = ConsistentLakeTarget(f"delta:{tmp_path}", {}, {})
+    target = ConsistentLakeTarget(f"delta:{tmp_path}", {}, {}, TX)
     assert "commit one after another" in capsys.readouterr().err
-    assert target.load("q1") == (None, [])
+    assert target.load("q1") == Stored(None, [])
     held = [(A, 0, 7, '{"id": 1}', event(A, 1, "t9"))]
-    target.apply_batch(spark.createDataFrame([], LATEST_SCHEMA), 3, held, "q1")
-    assert target.load("q1") == (3, held)
-    assert target.load("q2") == (None, [])
+    waiting = Waiting("t9", 1, 2, 1, 1000, "public.b 0 of 1")
+    target.apply_batch(spark.createDataFrame([], LATEST_SCHEMA), 3, held, "q1", waiting)
+    assert target.load("q1") == Stored(3, held, waiting)
+    assert target.load("q2") == Stored(None, [])
+    # A new query on the same topic is told of q1's state, with what removes it.
+    ConsistentLakeTarget(f"delta:{tmp_path}", {}, {}, TX).report_orphans("q2")
+    assert f"rm {tmp_path}/_cdc_pending/q1.json" in capsys.readouterr().err

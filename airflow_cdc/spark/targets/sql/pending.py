@@ -12,6 +12,10 @@ commit in the same database transaction as the rows:
   committed to the checkpoint, but the target's transaction was) is skipped whole: replaying it
   against the pending records as they are *after* it would see a transaction's earlier records
   gone (applied) and hold the rest back forever.
+* ``_cdc_query``: per streaming query, its transaction topic (so that a new query can tell the
+  rows another query left on the same topic: a deleted checkpoint leaves them forever) and the
+  stall count of its first waiting transaction (``transaction_order.Waiting``: it must survive
+  the end of an available-now run).
 """
 
 from __future__ import annotations
@@ -20,9 +24,19 @@ from collections.abc import Sequence
 from typing import Any
 
 from airflow_cdc.spark.targets.sql.dialect import Dialect
+from airflow_cdc.spark.transaction_order import Waiting
 
 PENDING_TABLE = "_cdc_pending"
 BATCH_TABLE = "_cdc_applied_batch"
+QUERY_TABLE = "_cdc_query"
+_WAITING = (
+    "waiting_txid",
+    "waiting_seen",
+    "waiting_batches",
+    "waiting_since_batch",
+    "waiting_since_ms",
+    "waiting_tables",
+)
 
 #: (topic, partition, offset, key, value): a raw record (``frames.RAW_SCHEMA``).
 Record = tuple[str, int, int, str | None, str | None]
@@ -45,6 +59,9 @@ def _ddl(dialect: Dialect) -> list[str]:
         "PRIMARY KEY (query_id, record_topic, record_partition, record_offset))",
         f"CREATE TABLE IF NOT EXISTS {BATCH_TABLE} (query_id varchar(64) NOT NULL PRIMARY KEY, batch_id bigint NOT "
         "NULL)",
+        f"CREATE TABLE IF NOT EXISTS {QUERY_TABLE} (query_id varchar(64) NOT NULL PRIMARY KEY, transaction_topic "
+        "varchar(249) NOT NULL, waiting_txid varchar(255), waiting_seen bigint, waiting_batches int, "
+        f"waiting_since_batch bigint, waiting_since_ms bigint, waiting_tables {text})",
     ]
 
 
@@ -62,8 +79,9 @@ def ensure_tables(conn: Any, dialect: Dialect) -> None:
     conn.commit()
 
 
-def load(conn: Any, query_id: str) -> tuple[int | None, list[Record]]:
-    """The last batch applied for ``query_id`` (None: none yet) and its held records."""
+def load(conn: Any, query_id: str) -> tuple[int | None, list[Record], Waiting | None]:
+    """The last batch applied for ``query_id`` (None: none yet), its held records and its
+    waiting transaction."""
     found = _execute(conn, f"SELECT batch_id FROM {BATCH_TABLE} WHERE query_id = %s", (query_id,))
     records = _execute(
         conn,
@@ -71,13 +89,50 @@ def load(conn: Any, query_id: str) -> tuple[int | None, list[Record]]:
         "WHERE query_id = %s",
         (query_id,),
     )
+    waiting = _execute(
+        conn,
+        f"SELECT {', '.join(_WAITING)} FROM {QUERY_TABLE} WHERE query_id = %s AND waiting_txid IS NOT NULL",
+        (query_id,),
+    )
     conn.commit()  # a read: end it, so the apply's transaction sees what is committed when it starts
-    return (int(found[0][0]) if found else None), [tuple(r) for r in records]
+    kept = None
+    if waiting:
+        txid, seen, batches, since_batch, since_ms, tables = waiting[0]
+        kept = Waiting(str(txid), int(seen), int(batches), int(since_batch), int(since_ms), str(tables or ""))
+    return (int(found[0][0]) if found else None), [tuple(r) for r in records], kept
 
 
-def replace(conn: Any, dialect: Dialect, query_id: str, batch_id: int, held: Sequence[Record]) -> None:
+def others(conn: Any, query_id: str, tx_topic: str) -> list[str]:
+    """Other streaming queries' ids with rows for ``tx_topic`` (a job whose checkpoint was deleted
+    left them; or another job on the same target and topic)."""
+    found = _execute(
+        conn,
+        f"SELECT query_id FROM {QUERY_TABLE} WHERE transaction_topic = %s AND query_id <> %s UNION "
+        f"SELECT DISTINCT query_id FROM {PENDING_TABLE} WHERE record_topic = %s AND query_id <> %s",
+        (tx_topic, query_id, tx_topic, query_id),
+    )
+    conn.commit()
+    return sorted({str(r[0]) for r in found})
+
+
+def delete_statement(query_ids: Sequence[str]) -> str:
+    """The statements that delete these queries' rows from the three tables."""
+    ids = ", ".join("'" + q.replace("'", "''") + "'" for q in query_ids)
+    return " ".join(f"DELETE FROM {t} WHERE query_id IN ({ids});" for t in (PENDING_TABLE, BATCH_TABLE, QUERY_TABLE))
+
+
+def replace(
+    conn: Any,
+    dialect: Dialect,
+    query_id: str,
+    batch_id: int,
+    held: Sequence[Record],
+    tx_topic: str = "",
+    waiting: Waiting | None = None,
+) -> None:
     """In the apply's transaction: the query's held records become ``held``, its last batch
-    ``batch_id``. Only this job writes its rows, so deleting and inserting is a replacement."""
+    ``batch_id``, its waiting transaction ``waiting``. Only this job writes its rows, so deleting
+    and inserting is a replacement."""
     _execute(conn, f"DELETE FROM {PENDING_TABLE} WHERE query_id = %s", (query_id,))
     if held:
         verb = "INSERT IGNORE INTO" if _mysql(dialect) else "INSERT INTO"
@@ -99,3 +154,15 @@ def replace(conn: Any, dialect: Dialect, query_id: str, batch_id: int, held: Seq
             "ON CONFLICT (query_id) DO UPDATE SET batch_id = excluded.batch_id"
         )
     _execute(conn, upsert, (query_id, batch_id))
+    _execute(conn, f"DELETE FROM {QUERY_TABLE} WHERE query_id = %s", (query_id,))
+    values = (
+        (waiting.txid, waiting.seen, waiting.batches, waiting.since_batch, waiting.since_ms, waiting.tables)
+        if waiting
+        else (None,) * len(_WAITING)
+    )
+    _execute(
+        conn,
+        f"INSERT INTO {QUERY_TABLE} (query_id, transaction_topic, {', '.join(_WAITING)}) VALUES "
+        f"(%s, %s, {', '.join(['%s'] * len(_WAITING))})",
+        (query_id, tx_topic, *values),
+    )
