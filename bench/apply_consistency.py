@@ -16,7 +16,10 @@ transaction rate / key rate. Each run's line shows its batches' phases (``apply.
 ``phases_s``: in key mode read / transform / write, in transaction mode split / read / write) and
 the last line is one JSON object, with the load average next to the rates (2 shared cores).
 
-    python bench/apply_consistency.py --quick     # 6,000 transactions, 2 rounds
+The first round warms the JVM up (its JIT, Spark's code generation: a first run took 3-4 times
+as long as the next) and is printed but not counted.
+
+    python bench/apply_consistency.py --quick     # 6,000 transactions, 2 rounds after the warm-up
 """
 
 from __future__ import annotations
@@ -168,7 +171,7 @@ def main() -> int:
         spark = session(ApplyJob(source=SourceOptions(), target_url="postgresql://localhost/x", checkpoint=""))
         spark.sparkContext.setLogLevel("ERROR")
         try:
-            for number in range(rounds):
+            for number in range(rounds + 1):  # round 0: the warm-up
                 for side in sides if number % 2 == 0 else tuple(reversed(sides)):
                     name = f"target_{side}_{number}"
                     source = SourceOptions(
@@ -187,10 +190,11 @@ def main() -> int:
                     problem = matches(pg, name, generated)
                     if problem:
                         failures.append(f"{side}: {problem}")
-                    rates[side].append(generated.events / seconds)
+                    if number:
+                        rates[side].append(generated.events / seconds)
                     phases = ", ".join(f"{name} {s:.1f} s" for name, s in result["phases_s"].items())
                     print(
-                        f"round {number} {side:>11}: {generated.events / seconds:,.0f} events/s "
+                        f"round {number or 'warm-up'} {side:>11}: {generated.events / seconds:,.0f} events/s "
                         f"({result['batches']} batches, {seconds:.1f} s: {phases})",
                         flush=True,
                     )
