@@ -66,6 +66,9 @@ class Plan:
     blocker: Transaction | None
     #: The blocker's short tables on which events of later transactions were read (a stall's evidence).
     overtaken: list[str]
+    #: Distinct events that apply now (ready transactions', and those without a transaction):
+    #: with none, the batch only replaces the held records - no parse, no Spark job for the apply.
+    ready_events: int = 0
 
 
 def _transactions(rows: Iterable[Any], tx_topic: str, counts: Any) -> dict[str, Transaction]:
@@ -93,6 +96,7 @@ def plan(rows: Iterable[Any], tx_topic: str, counts: Any) -> Plan:
     ``untagged``) → :class:`Plan`. ``counts(data_collection)`` says whether the job reads a table.
     Raises ``ConfigError`` naming ``provide.transaction.metadata`` when a streamed change carries no
     ``transaction`` block."""
+    rows = list(rows)
     transactions = _transactions(rows, tx_topic, counts)
     ordered = sorted((t for t in transactions.values() if t.end is not None), key=lambda t: t.end or (0, 0))
     ready: set[str] = set()
@@ -108,7 +112,9 @@ def plan(rows: Iterable[Any], tx_topic: str, counts: Any) -> Plan:
     if blocker is not None and blocker.end is not None:
         later = [t for t in ordered if t.end is not None and t.end > blocker.end]
         overtaken = [name for name in blocker.missing() if any(t.seen.get(name) for t in later)]
-    return Plan(held, held_ends, blocker, overtaken)
+    loose = sum(int(r["seen"]) for r in rows if r["txid"] is None and r["topic"] != tx_topic)
+    ready_events = loose + sum(sum(transactions[t].seen.values()) for t in ready)
+    return Plan(held, held_ends, blocker, overtaken, ready_events)
 
 
 def _untagged(topic: str, offset: int) -> ConfigError:

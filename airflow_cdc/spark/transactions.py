@@ -6,7 +6,8 @@ an END record per source transaction to ``<topic.prefix>.transaction``; the END 
 transaction's events per table (``data_collections``). Per micro-batch:
 
 1. the batch's raw records and the ones held back by earlier batches (the target keeps them,
-   ``targets/sql/pending.py``) form one frame, deduplicated by topic-partition-offset;
+   ``targets/sql/pending.py``) form one frame (a record there twice counts once: distinct
+   events, held once per topic-partition-offset);
 2. a transaction is *complete* when its END is known and every event it counted for the tables
    this job reads has been seen (distinct ``total_order``: a re-sent event counts once);
 3. transactions apply in commit order, which is the order of their ENDs on the transaction topic:
@@ -114,6 +115,20 @@ def tag(raw: DataFrame, tables: Tables) -> DataFrame:
     )
 
 
+def _records_frame(spark: Any, records: list[tuple[Any, ...]]) -> DataFrame:
+    """Held records back into Spark as an Arrow table (pyspark[sql] brings pyarrow): the JVM reads
+    it whole, where a list of tuples becomes a Python RDD that a Python worker unpickles in the
+    job that reads it - about twice as slow for the ten thousand records a batch may hold."""
+    import pyarrow as pa  # type: ignore[import-untyped]
+
+    columns = list(zip(*records, strict=True))
+    types = (pa.string(), pa.int32(), pa.int64(), pa.string(), pa.string())
+    names = RAW_SCHEMA_COLUMNS
+    table = pa.table({n: pa.array(c, t) for n, c, t in zip(names, columns, types, strict=True)})
+    frame: DataFrame = spark.createDataFrame(table)
+    return frame
+
+
 def _among(txids: set[str]) -> Any:
     """``_txid IN (...)`` as one SQL expression: Spark makes it a hash-set lookup (InSet), and it
     crosses to the JVM in one call - ``Column.isin(*ids)`` makes a call per id, seconds for the
@@ -133,7 +148,7 @@ class Split:
 
 
 def split(tagged: DataFrame, tables: Tables) -> Split:
-    """``tagged`` (:func:`tag` of the batch with the held records, deduplicated, cached) → what
+    """``tagged`` (:func:`tag` of the batch with the held records, cached) → what
     applies now and what waits (module docstring). Spark jobs: one aggregate, whose rows (one per
     transaction and table) the driver decides on (``transaction_order.plan``), and the collect of
     the held records when there are any; the ready frame is a filter the apply's jobs run."""
@@ -157,10 +172,8 @@ def split(tagged: DataFrame, tables: Tables) -> Split:
     ready = ~is_tx & (F.col("_txid").isNull() | ~waiting)
     # An END waits with its transaction; one counting none of this job's tables waits for nothing.
     ends = _among(decided.held_ends) if decided.held_ends else F.lit(False)
-    held = [
-        tuple(r)
-        for r in tagged.where((~is_tx & waiting) | (F.col("_end") & ends)).select(*RAW_SCHEMA_COLUMNS).collect()
-    ]
+    records = tagged.where((~is_tx & waiting) | (F.col("_end") & ends)).select(*RAW_SCHEMA_COLUMNS).collect()
+    held = list({tuple(r[:3]): tuple(r) for r in records}.values())  # once per topic-partition-offset
     return Split(tagged.where(ready).select(*RAW_SCHEMA_COLUMNS), held, decided)
 
 
@@ -186,12 +199,17 @@ class Stored:
 
 class ConsistentTarget(Protocol):
     """A target that applies a batch and keeps its held records atomically
-    (``targets/sql_consistent.py``)."""
+    (``targets/sql_consistent.py``); ``latest`` None: nothing applies, the state changes."""
 
     def load(self, query_id: str) -> Stored: ...
 
     def apply_batch(
-        self, latest: DataFrame, batch_id: int, held: list[tuple[Any, ...]], query_id: str, waiting: Waiting | None
+        self,
+        latest: DataFrame | None,
+        batch_id: int,
+        held: list[tuple[Any, ...]],
+        query_id: str,
+        waiting: Waiting | None,
     ) -> Any: ...
 
     def report_orphans(self, query_id: str) -> None: ...
@@ -223,26 +241,34 @@ def transaction_writer(job: Any, totals: Any, tables: Tables, target: Consistent
             stop_if_stalled(stored.waiting)  # a rerun that only replays the batch the stop left
             return
         raw = batch.select(*RAW_SCHEMA_COLUMNS)
-        if stored.held:  # a replayed batch may hold what is held already; a fresh one cannot
-            raw = raw.unionByName(spark.createDataFrame(stored.held, RAW_SCHEMA))
-            raw = raw.dropDuplicates(["topic", "partition", "offset"])
+        if stored.held:
+            # No dropDuplicates (a shuffle of the whole batch): the held records are from earlier
+            # batches, so a batch holds none of them; and were one there twice, its events count
+            # distinct, its change applies twice the same, the held list is keyed (``split``).
+            raw = raw.unionByName(_records_frame(spark, stored.held))
         tagged = tag(raw, tables).persist()
         try:
             cut = split(tagged, tables)
             waiting = track(stored.waiting, cut.plan, batch_id, int(time.time() * 1000))
             took = [totals.timed("split", started)]
             started = time.perf_counter()
-            parsed = parse(cut.ready).persist()
-            try:
-                facts = batch_facts(parsed)  # the count, and which branches the plan needs
-                records = facts.records
+            records = 0
+            if cut.plan.ready_events:
+                parsed = parse(cut.ready).persist()
+                try:
+                    facts = batch_facts(parsed)  # the count, and which branches the plan needs
+                    records = facts.records
+                    took.append(totals.timed("read", started))
+                    started = time.perf_counter()
+                    latest = laned_latest(row_changes(parsed), 1, job.lane_groups, facts)
+                    totals.add(target.apply_batch(latest, batch_id, cut.held, state["query"], waiting))
+                finally:
+                    parsed.unpersist()
+            else:  # everything waits: only the held records and the batch id change
                 took.append(totals.timed("read", started))
                 started = time.perf_counter()
-                latest = laned_latest(row_changes(parsed), 1, job.lane_groups, facts)
-                totals.add(target.apply_batch(latest, batch_id, cut.held, state["query"], waiting))
-                took.append(totals.timed("write", started))
-            finally:
-                parsed.unpersist()
+                totals.add(target.apply_batch(None, batch_id, cut.held, state["query"], waiting))
+            took.append(totals.timed("write", started))
         finally:
             tagged.unpersist()
         totals.batches += 1

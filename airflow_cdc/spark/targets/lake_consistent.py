@@ -69,7 +69,7 @@ class ConsistentLakeTarget:
     def apply_batch(
         self, latest: Any, batch_id: int, held: list[tuple[Any, ...]], query_id: str, waiting: Waiting | None
     ) -> dict[str, int]:
-        counts = self.lake.apply(latest)
+        counts = {} if latest is None else self.lake.apply(latest)
         self.state.mkdir(parents=True, exist_ok=True)
         path = self.state / f"{query_id}.json"
         partial = path.with_suffix(".json.partial")

@@ -68,4 +68,4 @@ class ConsistentSqlTarget:
         def finish(conn: Any, dialect: Any) -> None:
             pending.replace(conn, dialect, query_id, batch_id, held, self.tx_topic, waiting)
 
-        return apply_changes(latest.toLocalIterator(), self.settings, finish)
+        return apply_changes(() if latest is None else latest.toLocalIterator(), self.settings, finish)

@@ -40,6 +40,9 @@ def test_transactions_apply_in_commit_order_up_to_the_first_incomplete_one() -> 
     assert decided.blocker is not None and decided.blocker.txid == "t1"
     assert decided.blocker.missing() == {"public.b": (0, 1)}
     assert decided.overtaken == []  # no later transaction's event on b: its event may be late
+    assert decided.ready_events == 1  # t0's
+    snapshot = {**seen("", A, 3), "txid": None}  # reads without a transaction apply too
+    assert decide(snapshot, end("t1", 3, a=1, b=1), seen("t1", A, 1)).ready_events == 3
 
 
 def test_later_events_on_a_table_the_blocker_lacks_are_the_stalls_evidence() -> None:

@@ -134,15 +134,18 @@ def replace(
     ``batch_id``, its waiting transaction ``waiting``. Only this job writes its rows, so deleting
     and inserting is a replacement."""
     _execute(conn, f"DELETE FROM {PENDING_TABLE} WHERE query_id = %s", (query_id,))
-    if held:
-        verb = "INSERT IGNORE INTO" if _mysql(dialect) else "INSERT INTO"
-        tail = "" if _mysql(dialect) else " ON CONFLICT DO NOTHING"
-        statement = (
-            f"{verb} {PENDING_TABLE} (query_id, record_topic, record_partition, record_offset, record_key, "
-            f"record_value) VALUES (%s, %s, %s, %s, %s, %s){tail}"
-        )
+    columns = "query_id, record_topic, record_partition, record_offset, record_key, record_value"
+    if held and not _mysql(dialect):
+        # COPY: a batch may hold ten thousand records; the DELETE above leaves no conflict.
+        with conn.cursor() as cur, cur.copy(f"COPY {PENDING_TABLE} ({columns}) FROM STDIN") as copy:
+            for record in held:
+                copy.write_row((query_id, *record))
+    elif held:
         with conn.cursor() as cur:
-            cur.executemany(statement, [(query_id, *record) for record in held])
+            cur.executemany(
+                f"INSERT IGNORE INTO {PENDING_TABLE} ({columns}) VALUES (%s, %s, %s, %s, %s, %s)",
+                [(query_id, *record) for record in held],
+            )
     if _mysql(dialect):
         upsert = (
             f"INSERT INTO {BATCH_TABLE} (query_id, batch_id) VALUES (%s, %s) "
