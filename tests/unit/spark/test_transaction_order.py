@@ -72,3 +72,16 @@ def test_a_streamed_change_without_a_transaction_names_the_connector_setting() -
     # A BEGIN or a snapshot read has no transaction either, and applies.
     begin = {"txid": None, "topic": TX, "seen": 0, "end_at": None, "collections": None, "untagged": None}
     assert decide(begin, {**untagged, "untagged": None}).held == set()
+
+
+def test_the_bound_is_a_job_setting() -> None:
+    from airflow_cdc.spark.apply import job_from_config, parse_args
+    from airflow_cdc.spark.job_config import ApplyConfig, JobConfigError
+
+    flags = ["--topics", A, "--target-url", "postgresql://x/y", "--checkpoint", "/tmp/c"]
+    assert parse_args(flags).transaction_stall_batches == 10
+    assert parse_args([*flags, "--transaction-stall-batches", "3"]).transaction_stall_batches == 3
+    config = ApplyConfig(topics=[A], target_url="postgresql://x/y", checkpoint="/c", transaction_stall_batches=4)
+    assert job_from_config(config).transaction_stall_batches == 4
+    with pytest.raises(JobConfigError, match="transaction_stall_batches"):
+        ApplyConfig(topics=[A], target_url="postgresql://x/y", checkpoint="/c", transaction_stall_batches=0)
