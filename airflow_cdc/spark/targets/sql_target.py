@@ -4,6 +4,10 @@ executor, one transaction per partition; the driver sums the counts.
 The rows reach the executor's Python worker as Arrow batches (``mapInArrow``,
 ``arrow_rows.py``), not as pickled ``Row`` objects: a quarter of the write's time went to those.
 
+A lane's transaction that the target refuses for a reason that passes (a deadlock between two
+lanes, which MariaDB's gap locks make possible) runs again (``flush.max.retries``,
+``flush.retry.delay.ms``: the names of Debezium's JDBC sink).
+
 Each partition also reports its rows and how long it spent in the target (from its first row to
 its commit), so the batch's phases come out of the one Spark job that computes and writes the
 latest frame (``phases``): running the plan once to time it and once to write it would compute
@@ -17,15 +21,66 @@ from collections.abc import Iterator, Mapping
 from typing import Any
 
 from airflow_cdc.spark.targets.arrow_rows import latest_rows
-from airflow_cdc.spark.targets.sql import COUNTS, SqlTargetSettings, apply_changes
+from airflow_cdc.spark.targets.sql import COUNTS, SqlTargetSettings, apply_changes_retrying
 
 #: What each partition returns: the counts of ``apply_changes``, its rows, its seconds in the target.
 _RESULT_SCHEMA = ", ".join([*(f"{name} long" for name in COUNTS), "rows long", "write_s double"])
 
 
+class _Lane:
+    """One partition's Arrow batches on an executor: counted, timed from the first, and kept
+    (Arrow: compact) so that a transaction the target refused for a passing reason - a deadlock
+    between two lanes on MariaDB - can run again; the first attempt still writes while Spark
+    sends the rest."""
+
+    def __init__(self, batches: Iterator[Any]) -> None:
+        self._source = self._counted(batches)
+        self._kept: list[Any] = []
+        self._started = False
+        self.rows = 0
+        self.first = 0.0  # perf_counter when the first rows came: the plan's sorts were done
+
+    def _counted(self, batches: Iterator[Any]) -> Iterator[Any]:
+        for batch in batches:
+            if not self.first:
+                self.first = time.perf_counter()
+            self.rows += batch.num_rows
+            yield batch
+
+    def _keeping(self) -> Iterator[Any]:
+        for batch in self._source:
+            self._kept.append(batch)
+            yield batch
+
+    def rows_once_more(self) -> Iterator[tuple[Any, ...]]:
+        """The lane's rows: as they come the first time, all of them from what was kept after."""
+        if not self._started:
+            self._started = True
+            return latest_rows(self._keeping())
+        self._kept.extend(self._source)  # what the failed attempt had not read yet
+        return latest_rows(list(self._kept))
+
+
+def _apply_lane(batches: Iterator[Any], settings: SqlTargetSettings) -> Iterator[Any]:
+    """``mapInArrow``'s function: one lane into the target, one row of counts and times out."""
+    import pyarrow as pa
+
+    lane = _Lane(batches)
+    counts = apply_changes_retrying(lane.rows_once_more, settings)
+    write_s = time.perf_counter() - lane.first if lane.first else 0.0
+    result = {name: counts.get(name, 0) for name in COUNTS}
+    yield pa.RecordBatch.from_pylist([{**result, "rows": lane.rows, "write_s": write_s}])
+
+
 class SqlTarget:
     def __init__(self, url: str, table_map: Mapping[str, str], settings: Mapping[str, str]) -> None:
-        self.settings = SqlTargetSettings(url=url, tables=dict(table_map), modes=dict(settings))
+        self.settings = SqlTargetSettings(
+            url=url,
+            tables=dict(table_map),
+            modes=dict(settings),  # type: ignore[arg-type]  # Modes.from_config in __post_init__
+            max_retries=int(settings.get("flush.max.retries", 5)),
+            retry_delay_s=int(settings.get("flush.retry.delay.ms", 1000)) / 1000,
+        )
         #: The last ``apply``'s rows and phases: ``transform`` (the shuffle, the last change per
         #: key, the lanes' sort: everything before the target gets rows) and ``write`` (the
         #: slowest lane's time in the target).
@@ -34,26 +89,8 @@ class SqlTarget:
 
     def apply(self, latest: Any) -> dict[str, int]:
         settings = self.settings  # the closure sends the settings, not this object, to executors
-
-        def partition(batches: Iterator[Any]) -> Iterator[Any]:
-            import pyarrow as pa
-
-            seen = {"rows": 0, "first": 0.0}
-
-            def counted() -> Iterator[Any]:
-                for batch in batches:
-                    if not seen["first"]:  # the plan's sorts are done once the first rows come
-                        seen["first"] = time.perf_counter()
-                    seen["rows"] += batch.num_rows
-                    yield batch
-
-            counts = apply_changes(latest_rows(counted()), settings)
-            write_s = time.perf_counter() - seen["first"] if seen["first"] else 0.0
-            result = {name: counts.get(name, 0) for name in COUNTS}
-            yield pa.RecordBatch.from_pylist([{**result, "rows": seen["rows"], "write_s": write_s}])
-
         started = time.perf_counter()
-        results = latest.mapInArrow(partition, _RESULT_SCHEMA).collect()
+        results = latest.mapInArrow(lambda batches: _apply_lane(batches, settings), _RESULT_SCHEMA).collect()
         elapsed = time.perf_counter() - started
         totals = dict.fromkeys(COUNTS, 0)
         for row in results:

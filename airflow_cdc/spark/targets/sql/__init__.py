@@ -23,7 +23,7 @@ the row again. Replays in order, which is what a restarted stream does, are safe
 
 from __future__ import annotations
 
-from airflow_cdc.spark.targets.sql.apply import COUNTS, apply_changes, check_target
+from airflow_cdc.spark.targets.sql.apply import COUNTS, apply_changes, apply_changes_retrying, check_target
 from airflow_cdc.spark.targets.sql.dialect import Dialect, dialect_for
 from airflow_cdc.spark.targets.sql.errors import (
     TargetError,
@@ -49,6 +49,7 @@ __all__ = [
     "TargetSchemaError",
     "TargetWriteError",
     "apply_changes",
+    "apply_changes_retrying",
     "check_target",
     "clear_catalog_cache",
     "dialect_for",

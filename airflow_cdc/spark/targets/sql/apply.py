@@ -31,6 +31,7 @@ from __future__ import annotations
 
 import json
 import logging
+import time
 from collections.abc import Callable, Iterable, Mapping
 from operator import attrgetter, itemgetter
 from typing import Any
@@ -79,6 +80,38 @@ def apply_changes(
     finally:
         _quietly(conn.close)
     return counts
+
+
+def apply_changes_retrying(
+    rows: Callable[[], Iterable[Any]],
+    settings: SqlTargetSettings | Mapping[str, Any],
+    finish: Callable[[Any, Dialect], None] | None = None,
+) -> dict[str, int]:
+    """:func:`apply_changes` over ``rows()``, run again over a fresh ``rows()`` when the target
+    refused the transaction for a reason that passes (``Dialect.transient``: a deadlock between
+    two lanes' transactions, a serialization failure), up to ``settings.max_retries`` times.
+
+    Why here and not Spark's task retry: Spark runs a failed task again only on a cluster
+    (``spark.task.maxFailures`` is 1 in local mode), and re-reads the whole lane for it. The
+    rolled-back transaction wrote nothing, and the position guard makes the rerun exact."""
+    settings = SqlTargetSettings.of(settings)
+    dialect = dialect_for(settings.url)
+    attempt = 0
+    while True:
+        try:
+            return apply_changes(rows(), settings, finish)
+        except Exception as exc:
+            if attempt >= settings.max_retries or not dialect.transient(exc):
+                raise
+            attempt += 1
+            log.warning(
+                "The target refused the transaction (%s); applying it again (%d of %d) in %.1f s",
+                str(exc).splitlines()[0] if str(exc) else type(exc).__name__,
+                attempt,
+                settings.max_retries,
+                settings.retry_delay_s * attempt,
+            )
+            time.sleep(settings.retry_delay_s * attempt)
 
 
 def check_target(settings: SqlTargetSettings | Mapping[str, Any], source_tables: Iterable[str]) -> None:

@@ -29,6 +29,11 @@ class Dialect:
     def read_table(self, conn: Any, target: TableName) -> TableInfo | None:
         raise NotImplementedError
 
+    def transient(self, exc: BaseException) -> bool:
+        """Whether the target refused the transaction for a reason that passes when it is run
+        again: a deadlock (two lanes' transactions, or another writer), a serialization failure."""
+        return False
+
     def identity(self, conn: Any, name: TableName) -> Any:
         """What changes when the table is dropped and recreated or altered (``TableInfo.identity``);
         None when it no longer exists. One catalog lookup: each call checks its cached tables."""

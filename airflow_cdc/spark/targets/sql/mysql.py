@@ -15,6 +15,8 @@ from airflow_cdc.spark.targets.sql.errors import TargetWriteError
 from airflow_cdc.spark.targets.sql.tables import Table, TableInfo, TableName
 from airflow_cdc.spark.values import ColumnType
 
+#: ER_LOCK_DEADLOCK, ER_LOCK_WAIT_TIMEOUT: InnoDB rolled the transaction (or its statement) back.
+_MY_TRANSIENT = (1213, 1205)
 _MY_TABLE = """
 select TABLE_SCHEMA, TABLE_NAME from information_schema.TABLES
 where TABLE_SCHEMA = coalesce(%s, database()) and TABLE_NAME = %s and TABLE_TYPE = 'BASE TABLE'
@@ -90,6 +92,11 @@ class MySQLDialect(Dialect):
                 indexes.setdefault(index, set()).add(column)
         keys = tuple(frozenset(c) for c in indexes.values())
         return TableInfo(TableName(schema, name), columns, keys, self.identity(conn, TableName(schema, name)))
+
+    def transient(self, exc: BaseException) -> bool:
+        import pymysql
+
+        return isinstance(exc, pymysql.MySQLError) and bool(exc.args) and exc.args[0] in _MY_TRANSIENT
 
     def identity(self, conn: Any, name: TableName) -> Any:
         with conn.cursor() as cur:

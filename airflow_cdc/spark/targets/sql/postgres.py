@@ -95,6 +95,11 @@ class PostgresDialect(Dialect):
         keys = tuple(frozenset(row[0]) for row in conn.execute(_PG_UNIQUE, (oid,)))
         return TableInfo(TableName(schema, name), columns, keys, (oid, version))
 
+    def transient(self, exc: BaseException) -> bool:
+        import psycopg
+
+        return isinstance(exc, psycopg.errors.DeadlockDetected | psycopg.errors.SerializationFailure)
+
     def identity(self, conn: Any, name: TableName) -> Any:
         found = conn.execute(_PG_TABLE, (name.schema, name.name)).fetchone()
         return None if found is None else (found[0], found[3])

@@ -28,6 +28,11 @@ class SqlTargetSettings:
     ``None``: statements only. ``segment_rows``: at most this many rows per segment where COPY
     is used (past a few thousand COPY gains little, and a segment's rows held longer make
     Python's garbage collector scan more).
+
+    ``max_retries`` / ``retry_delay_s`` (Debezium's JDBC sink: ``flush.max.retries``,
+    ``flush.retry.delay.ms``): a call whose transaction the target refused for a reason that
+    passes (a deadlock between two lanes, a serialization failure) runs again, up to this many
+    times, waiting the delay times the attempt's number before each.
     """
 
     url: str
@@ -37,6 +42,8 @@ class SqlTargetSettings:
     add_position_column: bool = True
     copy_min_rows: int | None = 1000
     segment_rows: int = 10_000
+    max_retries: int = 5
+    retry_delay_s: float = 1.0
 
     def __post_init__(self) -> None:
         if isinstance(self.modes, Mapping):
@@ -48,6 +55,10 @@ class SqlTargetSettings:
             raise ValueError(f"copy_min_rows must be at least 1 (or None: no COPY), not {self.copy_min_rows}")
         if self.segment_rows < 1:
             raise ValueError(f"segment_rows must be at least 1, not {self.segment_rows}")
+        if self.max_retries < 0 or self.retry_delay_s < 0:
+            raise ValueError(
+                f"max_retries and retry_delay_s must not be negative ({self.max_retries}, {self.retry_delay_s})"
+            )
 
     @classmethod
     def of(cls, value: SqlTargetSettings | Mapping[str, Any]) -> SqlTargetSettings:
@@ -59,7 +70,8 @@ class SqlTargetSettings:
         return (
             f"SqlTargetSettings(url={safe_url(self.url)!r}, tables={self.tables!r}, modes={self.modes!r}, "
             f"batch_size={self.batch_size}, add_position_column={self.add_position_column}, "
-            f"copy_min_rows={self.copy_min_rows}, segment_rows={self.segment_rows})"
+            f"copy_min_rows={self.copy_min_rows}, segment_rows={self.segment_rows}, max_retries={self.max_retries}, "
+            f"retry_delay_s={self.retry_delay_s})"
         )
 
 
