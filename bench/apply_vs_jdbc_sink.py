@@ -24,9 +24,12 @@ figure: its mismatch is printed and the bench exits 1):
   ``run`` to its return.
 
 An untimed warm-up runs each side on the first ~7,000 records of each partition first (a
-fresh JVM path loads and compiles). Sides take turns going first; rates are medians, ``ratio``
-(ours / JDBC sink, goal >= 2.0) the median of the rounds' ratios; ``capture_ratio`` = our apply
-rate / the engine's capture rate of the same events (goal >= 0.5). A last, untimed run of ours
+fresh JVM path loads and compiles), and each timed run waits until the machine is quiet
+(``settle``: what the run before left behind - the Connect worker's offset commits and garbage
+collection, Spark's cleanup - would be timed as the next side's). Sides take turns going first
+over four rounds; rates are medians, ``ratio`` (ours / JDBC sink, goal >= 2.0) the median of
+the rounds' ratios; ``capture_ratio`` = our apply rate / the engine's capture rate of the same
+events (goal >= 0.5). A last, untimed run of ours
 reports its phases (read, transform, write, the rest). The last line is one JSON object.
 
     CDC_JARS=... python bench/apply_vs_jdbc_sink.py --quick    # ~200k events (full: ~1M)
@@ -87,10 +90,39 @@ class Bench:
     runs: int = 0
 
 
+def _busy_cores(interval: float = 1.0) -> float:
+    """Cores the machine kept busy over ``interval`` (from /proc/stat)."""
+
+    def sample() -> tuple[int, int]:
+        fields = [int(v) for v in Path("/proc/stat").read_text().split("\n", 1)[0].split()[1:]]
+        idle = fields[3] + fields[4]  # idle + iowait
+        return sum(fields) - idle, sum(fields)
+
+    busy0, total0 = sample()
+    time.sleep(interval)
+    busy1, total1 = sample()
+    return (os.cpu_count() or 1) * (busy1 - busy0) / max(1, total1 - total0)
+
+
+def settle(limit: float = 0.25, deadline_s: float = 60.0) -> float:
+    """Waits until the machine is quiet (under ``limit`` cores busy over a second) before a timed
+    run: the side before it leaves work behind - the Connect worker commits offsets and collects
+    garbage after the sink matched, Spark cleans up its shuffles - which would be timed as the
+    next side's. Returns the seconds waited (the deadline ends the wait, quiet or not)."""
+    started = time.monotonic()
+    while time.monotonic() - started < deadline_s and _busy_cores() > limit:
+        pass
+    return time.monotonic() - started
+
+
 def run_side(bench: Bench, side: str, topic: str, timed: bool, phases: bool = False) -> dict[str, Any]:
     """One run into a fresh database; checked row by row when ``timed``."""
     bench.runs += 1
     database = fresh_target(bench.pg)
+    if timed:
+        waited = settle()
+        if waited > 1.5:
+            print(f"  (waited {waited:.0f} s for the machine to settle before {side})", flush=True)
     try:
         if side == "jdbc_sink":
             config = jdbc_sink_config(bench.pg, database, topic, bench.args.jdbc_tasks, bench.args.extra)
@@ -214,7 +246,7 @@ def main() -> int:
     parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     parser.add_argument("--quick", action="store_true", help="~200k events (default ~1M)")
     parser.add_argument("--events", type=int, help="about this many events instead (a smaller trial)")
-    parser.add_argument("--rounds", type=int, default=2, help="timed rounds, sides taking turns to go first (2)")
+    parser.add_argument("--rounds", type=int, default=4, help="timed rounds, sides taking turns to go first (4)")
     parser.add_argument("--driver-memory", default="4g", help="the Spark driver's (local mode: everything's) memory")
     parser.add_argument("--jdbc-tasks", type=int, default=2, help="the JDBC sink's tasks.max (2: as local[2])")
     parser.add_argument("--jdbc-setting", action="append", default=[], metavar="KEY=VALUE", help="another sink setting")
