@@ -30,7 +30,7 @@ from airflow_cdc.engine.processing import (
     UnorderedProcessor,
 )
 from airflow_cdc.engine.retry import Retrying, RetryPolicy
-from airflow_cdc.engine.serialization import Serializer
+from airflow_cdc.engine.serialization import JsonSerializer, Serializer
 from airflow_cdc.engine.signals.channels import InProcessChannel
 from airflow_cdc.engine.state import EngineState, StateMachine
 from airflow_cdc.engine.storage import OffsetReader, OffsetStore, build_offset_store
@@ -84,6 +84,8 @@ class Engine:
         )
         self._consumer = consumer
         self._batch_handler = batch_handler
+        if isinstance(serializer, JsonSerializer):
+            serializer.check_config(self.config)
         self._serializer = serializer
         self._store = offset_store or self._configured_store()
         self._policy = commit_policy or make_commit_policy(

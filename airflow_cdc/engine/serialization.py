@@ -20,7 +20,7 @@ from typing import Any, Protocol
 import orjson
 
 from airflow_cdc.engine.connect_schema import CONVERTER_CONFIG, KEY_SCHEMAS_ENABLE, NO_SCHEMA, VALUE_SCHEMAS_ENABLE
-from airflow_cdc.engine.errors import SerializationError
+from airflow_cdc.engine.errors import ConfigError, ConfigProblem, SerializationError
 from airflow_cdc.engine.records import SerializedRecord, SourceRecord
 
 
@@ -54,6 +54,27 @@ class JsonSerializer:
         if key_schemas or value_schemas:
             # Chosen once: the default path keeps its one call per key and value.
             self.serialize = self._serialize_with_schemas  # type: ignore[method-assign]
+
+    @property
+    def schemas(self) -> tuple[bool, bool]:
+        """Whether keys and values carry their Connect schemas."""
+        return self._key_schemas, self._value_schemas
+
+    def check_config(self, config: Mapping[str, object]) -> None:
+        """Raises :class:`ConfigError` when ``config``'s converters ask for other schemas than
+        this serializer writes: an embedding user's ``JsonSerializer()`` would silently write
+        none while the config enables them (or schemas the source never builds)."""
+        wanted = JsonSerializer.from_config(config).schemas
+        if wanted != self.schemas:
+            raise ConfigError(
+                [
+                    ConfigProblem(
+                        f"{KEY_SCHEMAS_ENABLE} / {VALUE_SCHEMAS_ENABLE}",
+                        f"the config asks for key/value schemas {wanted}, the serializer writes {self.schemas}",
+                        "pass serializer=JsonSerializer.from_config(config), which reads them from the config",
+                    )
+                ]
+            )
 
     @classmethod
     def from_config(cls, config: Mapping[str, object], *, sort_keys: bool = False) -> JsonSerializer:

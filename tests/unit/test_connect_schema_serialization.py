@@ -73,3 +73,18 @@ def test_unwrap_keeps_the_key_schema_and_gives_the_row_its_value_struct() -> Non
     # Fields added to the row are not described yet: no schema rather than one that does not fit.
     added = ExtractNewRecordState(Config({"add.fields": "op"})).apply(record)
     assert orjson.loads(JsonSerializer(value_schemas=True).serialize(added).value)["schema"] is None
+
+
+def test_an_engine_refuses_a_serializer_that_writes_other_schemas_than_its_config_asks() -> None:
+    """An embedding user's ``JsonSerializer()`` would write no schemas while the config enables
+    them (and ``JsonSerializer(value_schemas=True)`` schemas no source builds): both refused."""
+    from airflow_cdc.engine import Engine
+
+    base = {"name": "s", "connector.class": "synthetic", "offset.storage": "memory"}
+    enabled = {**base, "value.converter.schemas.enable": "true"}
+    with pytest.raises(ConfigError, match=r"value\.converter\.schemas\.enable.*JsonSerializer\.from_config"):
+        Engine(enabled, consumer=lambda record: None, serializer=JsonSerializer())
+    with pytest.raises(ConfigError, match=r"JsonSerializer\.from_config"):
+        Engine(base, consumer=lambda record: None, serializer=JsonSerializer(value_schemas=True))
+    Engine(enabled, consumer=lambda record: None, serializer=JsonSerializer.from_config(enabled))
+    Engine(base, consumer=lambda record: None, serializer=JsonSerializer())
