@@ -351,7 +351,12 @@ class CdcSparkApplyOperator(BaseOperator):
         named = [*self.tables, *job.table_map, *(table for group in job.lane_groups for table in group)]
         try:
             check_before_start(
-                target, label, list(dict.fromkeys(named)), dict(job.table_map), writes_here=is_local(self.submit.master)
+                target,
+                label,
+                list(dict.fromkeys(named)),
+                dict(job.table_map),
+                writes_here=is_local(self.submit.master),
+                creates=job.schema_change_policy != "exception",
             )
         except TargetRefused as exc:
             raise AirflowFailException(str(exc)) from exc

@@ -67,6 +67,15 @@ class ApplyJob:
     #: ``transaction`` mode: batches a transaction may wait with later ones overtaking it before
     #: the job stops as stalled (``transaction_order.py``).
     transaction_stall_batches: int = 10
+    #: What a source's schema change does to the target (``schema_policy.py``).
+    schema_change_policy: str = "lenient"
+
+    @property
+    def target_settings(self) -> dict[str, str]:
+        """The settings a target gets: the connector's value modes and the schema change policy."""
+        from airflow_cdc.spark.schema_policy import SETTING
+
+        return {**self.settings, SETTING: self.schema_change_policy}
 
 
 def _pairs(values: Iterable[str], what: str) -> dict[str, str]:
@@ -123,6 +132,12 @@ def parser() -> argparse.ArgumentParser:
     )
     p.add_argument("--transaction-topic", help="default: <topic.prefix>.transaction")
     p.add_argument("--transaction-stall-batches", type=int, default=10, help="stop when a transaction waits this long")
+    p.add_argument(
+        "--schema-change-policy",
+        choices=("evolve", "lenient", "ignore", "exception"),
+        default="lenient",
+        help="what a source's schema change does to the target (README: Schema changes)",
+    )
     return p
 
 
@@ -159,6 +174,7 @@ def parse_args(argv: Sequence[str]) -> ApplyJob:
             consistency=args.consistency,
             transaction_topic=args.transaction_topic,
             transaction_stall_batches=args.transaction_stall_batches,
+            schema_change_policy=args.schema_change_policy,
         )
     except JobConfigError as exc:
         raise SystemExit(str(_by_flag(exc))) from None
@@ -220,6 +236,7 @@ def job_from_config(config: ApplyConfig) -> ApplyJob:
         consistency=config.consistency,
         transaction_topic=config.transaction_topic,
         transaction_stall_batches=config.transaction_stall_batches,
+        schema_change_policy=config.schema_change_policy,
     )
 
 

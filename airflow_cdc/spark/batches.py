@@ -47,6 +47,8 @@ class Totals:
 def batch_writer(job: ApplyJob, totals: Totals) -> Callable[[Any, int], None]:
     """The ``foreachBatch`` function: transforms, lanes, target; totals counted on the driver."""
     from airflow_cdc.spark.preflight import check_job_target
+    from airflow_cdc.spark.schema_batches import SchemaBook
+    from airflow_cdc.spark.schema_policy import creates
     from airflow_cdc.spark.targets import target_for
     from airflow_cdc.spark.targets.sql_target import SqlTarget
     from airflow_cdc.spark.transforms import laned_latest, parse, raw_facts, row_changes
@@ -55,8 +57,12 @@ def batch_writer(job: ApplyJob, totals: Totals) -> Callable[[Any, int], None]:
         from airflow_cdc.spark.transactions import consistent_writer
 
         return consistent_writer(job, totals)
-    target = target_for(job.target_url, job.table_map, job.settings)
-    check_job_target(job.target_url, job.source.topics, job.table_map, job.lane_groups)
+    target = target_for(job.target_url, job.table_map, job.target_settings)
+    check_job_target(
+        job.target_url, job.source.topics, job.table_map, job.lane_groups, creates=creates(job.schema_change_policy)
+    )
+    book = SchemaBook()
+    prepare = getattr(target, "prepare", None)
 
     def write(batch: Any, batch_id: int) -> None:
         # The raw batch is cached, not the parsed one: the source is read once, and parsing
@@ -68,6 +74,8 @@ def batch_writer(job: ApplyJob, totals: Totals) -> Callable[[Any, int], None]:
             facts = raw_facts(raw)  # reads the source into the cache: the read phase
             records = facts.records
             took = [totals.timed("read", started)]
+            if records and facts.schemas and prepare is not None:
+                prepare(book.of_batch(raw, facts.schemas))  # tables created, columns added, before the write
             if records:
                 started = time.perf_counter()
                 parsed = parse(raw)

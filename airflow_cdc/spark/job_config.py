@@ -29,6 +29,7 @@ TRIGGERS = ("available-now", "continuous")
 #: ``key``: each key's latest change, lanes in parallel; ``transaction``: whole source
 #: transactions, one target transaction per batch (ADR 0023).
 CONSISTENCY = ("key", "transaction")
+POLICIES = ("evolve", "lenient", "ignore", "exception")  # schema_policy.POLICIES, without importing it
 
 
 class JobConfigError(ConfigError, ValueError):
@@ -240,6 +241,11 @@ class ApplyConfig(_Group):
     #: transactions' events on its tables arrive and its own do not, before the job stops with an
     #: error naming it (the job started past its first events; ADR 0023).
     transaction_stall_batches: int = 10
+    #: What a source's schema change does to the target (``schema_policy.py``, Flink CDC's names):
+    #: ``evolve``, ``lenient`` (the default: create tables, add and widen columns, never drop),
+    #: ``ignore`` or ``exception``. Tables and columns are created from the schemas the changes
+    #: carry (the connector's ``value.converter.schemas.enable=true``).
+    schema_change_policy: str = "lenient"
 
     template_fields: ClassVar[tuple[str, ...]] = (
         "topics",
@@ -270,6 +276,7 @@ class ApplyConfig(_Group):
         check.choice("consistency", CONSISTENCY)
         check.text("transaction_topic", optional=True)
         check.whole("transaction_stall_batches", 1)
+        check.choice("schema_change_policy", POLICIES)
         url = self.target_url
         if isinstance(url, str) and not is_template(url) and scheme_of(url) not in (*SQL_SCHEMES, *LAKE_SCHEMES):
             fix = "delta:PATH or parquet:PATH (postgresql://… and mysql://… work, but a DAG has target_conn_id)"

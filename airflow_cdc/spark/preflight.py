@@ -67,34 +67,48 @@ def check_before_start(
     *,
     writes_here: bool = True,
     timeout: int = 10,
+    creates: bool = False,
 ) -> None:
     """Check what the job will write to; raises TargetRefused or TargetUnreachable.
     ``writes_here``: the executors run on this machine (a local master). Else a lake path is
-    theirs to reach, and this machine may not see it (nor need to): it is not checked."""
+    theirs to reach, and this machine may not see it (nor need to): it is not checked.
+    ``creates``: the job creates missing tables (its schema change policy), so only the
+    tables that exist are checked."""
     scheme = scheme_of(url)
+    if scheme in SQL_SCHEMES and creates and tables:
+        tables = [t for t in tables if t not in set(_missing_tables(url, label, list(tables), table_map or {}))]
     if scheme in SQL_SCHEMES:
         _check_sql(url, label, list(tables), dict(table_map or {}), timeout)
     elif scheme in LAKE_SCHEMES and writes_here:
         _check_lake(url, label)
 
 
-def check_job_target(url: str, topics: Iterable[str], table_map: Mapping[str, str], named: Iterable[str] = ()) -> None:
+def check_job_target(
+    url: str, topics: Iterable[str], table_map: Mapping[str, str], named: Iterable[str] = (), *, creates: bool = False
+) -> None:
     """The apply job's own check, on its driver before the stream starts (so before any record
     is read): every table it will write, named (``table_map``, lane groups: ``named``) or known
     from a topic's name, must have a unique key and let the job's user write it, and a named one
     must exist. A topic's name is only a guess at its table (a routed or renamed topic holds
     another's changes): a guessed table that does not exist is left to the first batch, with a
     warning. Source columns and key columns are known only from the changes: the first batch
-    checks those."""
+    checks those. ``creates``: the schema change policy creates missing tables from the
+    changes' schemas, so a named one may be missing too."""
     from airflow_cdc.spark.targets.sql import safe_url
 
     label = f"target {safe_url(url)}"
     tables = list(dict.fromkeys([*table_map, *named]))
     guessed = [t for t in dict.fromkeys(filter(None, map(source_table_of, topics))) if t not in tables]
+    if creates:
+        guessed, tables = [*tables, *guessed], []
     if guessed and scheme_of(url) in SQL_SCHEMES:
         missing = _missing_tables(url, label, guessed, table_map)
         for table in missing:
-            log.warning("%s: no table for %s (from its topic's name) yet; the first batch will tell", label, table)
+            log.warning(
+                "%s: no table for %s yet; the first batch creates it from the changes' schemas, if they carry them",
+                label,
+                table,
+            )
         tables += [t for t in guessed if t not in missing]
     check_before_start(url, label, tables, table_map, writes_here=False)
 

@@ -219,9 +219,11 @@ def transaction_writer(job: Any, totals: Any, tables: Tables, target: Consistent
     """The ``foreachBatch`` function of the mode. Phases (``totals.phases``): ``split`` (the
     source, the transactions' aggregate, the held records), ``read`` (the ready changes' JSON
     parse and count), ``write`` (the last change per key and the target)."""
+    from airflow_cdc.spark.schema_batches import SchemaBook, schema_ids
     from airflow_cdc.spark.transforms import batch_facts, laned_latest, parse, row_changes
 
     state: dict[str, Any] = {}
+    book = SchemaBook()
     bound = int(getattr(job, "transaction_stall_batches", None) or STALL_BATCHES)
 
     def stop_if_stalled(waiting: Waiting | None) -> None:
@@ -254,6 +256,9 @@ def transaction_writer(job: Any, totals: Any, tables: Tables, target: Consistent
             started = time.perf_counter()
             records = 0
             if cut.plan.ready_events:
+                prepare = getattr(target, "prepare", None)
+                if prepare is not None:  # the tables and columns the ready changes need
+                    prepare(book.of_batch(cut.ready, schema_ids(cut.ready)))
                 parsed = parse(cut.ready).persist()
                 try:
                     facts = batch_facts(parsed)  # the count, and which branches the plan needs
@@ -307,9 +312,9 @@ def consistent_writer(job: Any, totals: Any) -> Callable[[Any, int], None]:
     if scheme_of(job.target_url) in SQL_SCHEMES:
         from airflow_cdc.spark.targets.sql_consistent import ConsistentSqlTarget
 
-        target = ConsistentSqlTarget(job.target_url, job.table_map, job.settings, tables.tx_topic)
+        target = ConsistentSqlTarget(job.target_url, job.table_map, job.target_settings, tables.tx_topic)
     else:
         from airflow_cdc.spark.targets.lake_consistent import ConsistentLakeTarget
 
-        target = ConsistentLakeTarget(job.target_url, job.table_map, job.settings, tables.tx_topic)
+        target = ConsistentLakeTarget(job.target_url, job.table_map, job.target_settings, tables.tx_topic)
     return transaction_writer(job, totals, tables, target)

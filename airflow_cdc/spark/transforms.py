@@ -22,6 +22,7 @@ from pyspark.sql import Column, DataFrame
 from pyspark.sql import functions as F
 
 from airflow_cdc.spark.frames import UNAVAILABLE_PLACEHOLDER
+from airflow_cdc.spark.schema_batches import schema_id
 
 #: What the job reads of an envelope. Not ``before``: the record key names the row and ``after``
 #: is its new state, and skipping it spares the JSON parse a map per delete (per update, too,
@@ -148,6 +149,8 @@ class BatchFacts:
     records: int
     truncates: bool = True
     toasted: bool = True
+    #: ``schema_batches.schema_id`` of the batch's records with Connect schemas (none without).
+    schemas: tuple[int, ...] = ()
 
 
 def batch_facts(parsed: DataFrame) -> BatchFacts:
@@ -186,10 +189,12 @@ def raw_facts(raw: DataFrame) -> BatchFacts:
         F.count(F.lit(1)).alias("records"),
         F.max(F.coalesce(truncate, F.lit(False))).alias("truncates"),
         F.max(F.coalesce(value.contains(UNAVAILABLE_PLACEHOLDER), F.lit(False))).alias("toasted"),
+        F.collect_set(schema_id(F.col("key"), value)).alias("schemas"),
     ).first()
     if row is None or not row["records"]:
         return BatchFacts(0, False, False)
-    return BatchFacts(int(row["records"]), bool(row["truncates"]), bool(row["toasted"]))
+    schemas = tuple(sorted(int(i) for i in row["schemas"] or ()))
+    return BatchFacts(int(row["records"]), bool(row["truncates"]), bool(row["toasted"]), schemas)
 
 
 def _latest(changes: DataFrame, facts: BatchFacts | None = None) -> DataFrame:

@@ -15,7 +15,10 @@ import sys
 from collections.abc import Mapping
 from typing import Any
 
+from airflow_cdc.spark.schema_policy import policy_of
+from airflow_cdc.spark.table_schemas import TableSchema
 from airflow_cdc.spark.targets.sql import SqlTargetSettings, apply_changes, dialect_for, pending
+from airflow_cdc.spark.targets.sql.evolution import evolve_tables
 from airflow_cdc.spark.transaction_order import Waiting
 from airflow_cdc.spark.transactions import Stored
 
@@ -24,7 +27,12 @@ log = logging.getLogger(__name__)
 
 class ConsistentSqlTarget:
     def __init__(self, url: str, table_map: Mapping[str, str], settings: Mapping[str, str], tx_topic: str) -> None:
-        self.settings = SqlTargetSettings(url=url, tables=dict(table_map), modes=dict(settings))  # type: ignore[arg-type]  # Modes.from_config in __post_init__
+        self.settings = SqlTargetSettings(
+            url=url,
+            tables=dict(table_map),
+            modes=dict(settings),  # type: ignore[arg-type]  # Modes.from_config in __post_init__
+            schema_change_policy=policy_of(settings),
+        )
         self.dialect = dialect_for(url)
         self.tx_topic = tx_topic
         self._ready = False
@@ -35,6 +43,10 @@ class ConsistentSqlTarget:
             pending.ensure_tables(conn, self.dialect)
             self._ready = True
         return conn
+
+    def prepare(self, versions: Mapping[str, list[TableSchema]]) -> list[str]:
+        """As the key-consistent target: create and evolve the tables before the batch's transaction."""
+        return evolve_tables(self.settings, self.settings.schema_change_policy, versions)
 
     def load(self, query_id: str) -> Stored:
         conn = self._connect()

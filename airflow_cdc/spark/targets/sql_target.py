@@ -20,8 +20,11 @@ import time
 from collections.abc import Iterator, Mapping
 from typing import Any
 
+from airflow_cdc.spark.schema_policy import policy_of
+from airflow_cdc.spark.table_schemas import TableSchema
 from airflow_cdc.spark.targets.arrow_rows import latest_rows
 from airflow_cdc.spark.targets.sql import COUNTS, SqlTargetSettings, apply_changes_retrying
+from airflow_cdc.spark.targets.sql.evolution import evolve_tables
 
 #: What each partition returns: the counts of ``apply_changes``, its rows, its seconds in the target.
 _RESULT_SCHEMA = ", ".join([*(f"{name} long" for name in COUNTS), "rows long", "write_s double"])
@@ -80,12 +83,18 @@ class SqlTarget:
             modes=dict(settings),  # type: ignore[arg-type]  # Modes.from_config in __post_init__
             max_retries=int(settings.get("flush.max.retries", 5)),
             retry_delay_s=int(settings.get("flush.retry.delay.ms", 1000)) / 1000,
+            schema_change_policy=policy_of(settings),
         )
         #: The last ``apply``'s rows and phases: ``transform`` (the shuffle, the last change per
         #: key, the lanes' sort: everything before the target gets rows) and ``write`` (the
         #: slowest lane's time in the target).
         self.rows = 0
         self.phases: dict[str, float] = {}
+
+    def prepare(self, versions: Mapping[str, list[TableSchema]]) -> list[str]:
+        """Create and evolve the batch's target tables from their schemas (``sql/evolution.py``),
+        on the driver, before the lanes write."""
+        return evolve_tables(self.settings, self.settings.schema_change_policy, versions)
 
     def apply(self, latest: Any) -> dict[str, int]:
         settings = self.settings  # the closure sends the settings, not this object, to executors

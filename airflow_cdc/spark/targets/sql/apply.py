@@ -37,6 +37,7 @@ from operator import attrgetter, itemgetter
 from typing import Any
 
 from airflow_cdc.spark.frames import POSITION_COLUMN
+from airflow_cdc.spark.schema_policy import say_once
 from airflow_cdc.spark.targets.sql.dialect import Dialect, dialect_for
 from airflow_cdc.spark.targets.sql.errors import TargetError, TargetSchemaError
 from airflow_cdc.spark.targets.sql.settings import SqlTargetSettings
@@ -351,10 +352,32 @@ class _Applier:
         return groups
 
     def _plan(self, table: Table, shape: tuple[str, ...]) -> Plan:
-        self._require_columns(table, shape)
+        policy = self.settings.schema_change_policy
+        if policy == "ignore":
+            shape = self._known_columns(table, shape)
+        else:
+            self._require_columns(table, shape)
         assert table.key is not None
         missing_key = [c for c in table.key if c not in shape]
         if missing_key:
             raise TargetError(f"A change of {table.source} lacks its key column(s) {missing_key} in 'after'")
-        columns = tuple(sorted(shape))  # one statement per column set, whatever the map's order
-        return Plan(columns, [table.decoder(c) for c in columns])
+        absent: tuple[str, ...] = ()
+        if policy == "evolve":  # the target's columns the source no longer has get NULL
+            absent = tuple(c for c in table.info.columns if c != POSITION_COLUMN and c not in shape)
+        columns = tuple(sorted(shape + absent))  # one statement per column set, whatever the map's order
+        return Plan(columns, [table.decoder(c) for c in columns], fill=bool(absent))
+
+    def _known_columns(self, table: Table, shape: tuple[str, ...]) -> tuple[str, ...]:
+        """``ignore``: the columns of ``shape`` the target has; each one it lacks is named once."""
+        if all(c in table.info.columns for c in shape):
+            return shape
+        self._refresh(table)
+        for column in shape:
+            if column not in table.info.columns:
+                say_once(
+                    table.source,
+                    column,
+                    message=f"Target table {table.name} has no column {column} (source {table.source}): its values "
+                    f"are not applied (schema change policy 'ignore')",
+                )
+        return tuple(c for c in shape if c in table.info.columns)

@@ -19,6 +19,8 @@ from airflow_cdc.spark.targets.sql.tables import Table, TableInfo, TableName
 class Dialect:
     """What differs between PostgreSQL and MySQL: connecting, the catalog, the statements."""
 
+    #: ``postgresql`` or ``mysql`` (MariaDB too): which type mapping creates its tables.
+    name = ""
     counts_skipped = False
     #: Whether :meth:`upsert_staged` and :meth:`delete_staged` (COPY into a staging table) exist.
     copies = False
@@ -110,7 +112,9 @@ class Dialect:
             f"Target table {target} (for source table {source}) does not exist. Create it with the source's columns "
             f"and types, a primary key on the source's key columns and the position column: CREATE TABLE "
             f"{self.quote(target)} (<the source's columns>, {self.position_definition}, PRIMARY KEY (<key columns>)); "
-            f"or map the source table to an existing one (settings.tables)"
+            f"or map the source table to an existing one (settings.tables). The job creates it itself when the "
+            f"changes carry their schemas (key.converter.schemas.enable=true and value.converter.schemas.enable=true "
+            f"on the connector) and the schema change policy is not 'exception'"
         )
 
     def missing_key_message(self, table: Table, key: tuple[str, ...]) -> str:
@@ -127,7 +131,9 @@ class Dialect:
         )
         return (
             f"Target table {table.name} (source {table.source}) lacks the {what}column(s) {', '.join(missing)} "
-            f"that the change events carry: {adds}"
+            f"that the change events carry: {adds}. Or let the job add them: with the changes' schemas "
+            f"(value.converter.schemas.enable=true on the connector) the 'lenient' and 'evolve' schema change "
+            f"policies do"
         )
 
     def left_out_message(self, table: Table, column: str | None, detail: str) -> str:

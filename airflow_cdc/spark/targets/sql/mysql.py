@@ -63,6 +63,7 @@ def mysql_params(url: str) -> dict[str, Any]:
 
 
 class MySQLDialect(Dialect):
+    name = "mysql"
     """MariaDB-compatible SQL (``VALUES()`` in ON DUPLICATE KEY UPDATE, ``ADD COLUMN IF NOT
     EXISTS``); the session's time zone is UTC, so ``timestamp`` columns store UTC instants."""
 

@@ -66,6 +66,7 @@ _PG_COPY_COLUMN = re.compile(r"^COPY [^,]+, line \d+, column (.+?): ", re.MULTIL
 
 
 class PostgresDialect(Dialect):
+    name = "postgresql"
     counts_skipped = True
     copies = True
     position_definition = f'{POSITION_COLUMN} varchar(64) COLLATE "C"'

@@ -44,6 +44,8 @@ class SqlTargetSettings:
     segment_rows: int = 10_000
     max_retries: int = 5
     retry_delay_s: float = 1.0
+    #: What a schema change does (``schema_policy.py``): evolve, lenient, ignore or exception.
+    schema_change_policy: str = "lenient"
 
     def __post_init__(self) -> None:
         if isinstance(self.modes, Mapping):
@@ -71,7 +73,7 @@ class SqlTargetSettings:
             f"SqlTargetSettings(url={safe_url(self.url)!r}, tables={self.tables!r}, modes={self.modes!r}, "
             f"batch_size={self.batch_size}, add_position_column={self.add_position_column}, "
             f"copy_min_rows={self.copy_min_rows}, segment_rows={self.segment_rows}, max_retries={self.max_retries}, "
-            f"retry_delay_s={self.retry_delay_s})"
+            f"retry_delay_s={self.retry_delay_s}, schema_change_policy={self.schema_change_policy!r})"
         )
 
 

@@ -55,12 +55,14 @@ class Plan:
     """How one column set of one table becomes statement parameters: the values in
     ``columns`` order, through the decoders that do something, then the position."""
 
-    def __init__(self, columns: tuple[str, ...], decoders: list[Decoder]) -> None:
+    def __init__(self, columns: tuple[str, ...], decoders: list[Decoder], fill: bool = False) -> None:
         self.columns = columns
         getter = itemgetter(*columns)
         self.values: Callable[[Mapping[str, Any]], tuple[Any, ...]] = (
             getter if len(columns) > 1 else lambda after: (getter(after),)
         )
+        if fill:  # some columns are not in the change (``evolve``: dropped at the source): NULL
+            self.values = lambda after: tuple(after.get(c) for c in columns)
         self.steps = [(i, d) for i, d in enumerate(decoders) if d is not pass_through]
 
     def params(self, after: Mapping[str, Any], position: str) -> tuple[Any, ...]:
