@@ -28,6 +28,11 @@ RAW_SCHEMA = "topic string, partition int, offset long, key string, value string
 LATEST_SCHEMA = (
     "table string, op string, key string, after map<string,string>, unavailable array<string>, position string"
 )
+#: The pseudo-column ``after`` carries for a record with Connect schemas: its schema's id
+#: (``schema_batches.schema_id``), so that a target decodes a value by the encoding of the
+#: schema it was written with (a Decimal's scale before and after ``numeric(10,2) ->
+#: numeric(20,4)`` in one batch), not by the target column's.
+SCHEMA_KEY = "__cdc_schema"
 #: The column a target keeps each row's source position in.
 POSITION_COLUMN = "_cdc_position"
 #: Debezium's ``unavailable.value.placeholder`` default (an unchanged TOASTed column).

@@ -16,7 +16,7 @@ from typing import Any
 from pyspark.sql import Column, DataFrame
 from pyspark.sql import functions as F
 
-from airflow_cdc.spark.table_schemas import TableSchema, schema_texts, table_schema
+from airflow_cdc.spark.table_schemas import Encoding, TableSchema, encodings, schema_texts, table_schema
 
 log = logging.getLogger(__name__)
 
@@ -52,6 +52,16 @@ def schema_ids(raw: DataFrame) -> tuple[int, ...]:
     return tuple(sorted(int(i) for i in (row["ids"] if row is not None else None) or ()))
 
 
+class BatchSchemas(dict[str, list[TableSchema]]):
+    """A batch's schemas: source table -> its versions, oldest first; and ``encodings``: by
+    schema id (as ``after`` carries it, ``frames.SCHEMA_KEY``), the columns whose values decode
+    by that version (``table_schemas.encodings``)."""
+
+    def __init__(self) -> None:
+        super().__init__()
+        self.encodings: dict[str, dict[str, Encoding]] = {}
+
+
 class SchemaBook:
     """The schemas the run has seen, by :func:`schema_id`; lives on the driver for the run."""
 
@@ -59,17 +69,20 @@ class SchemaBook:
         self._known: dict[int, TableSchema | None] = {}
         self._order: dict[int, int] = {}  # the offset a version was first seen at: its age
 
-    def of_batch(self, raw: DataFrame, ids: Any) -> dict[str, list[TableSchema]]:
+    def of_batch(self, raw: DataFrame, ids: Any) -> BatchSchemas:
         """The schemas behind ``ids`` (the batch's facts), by table, oldest version first."""
         ids = sorted(int(i) for i in ids)
         new = [i for i in ids if i not in self._known]
         if new:
             self._learn(raw, new)
-        out: dict[str, list[TableSchema]] = {}
+        out = BatchSchemas()
         for i in sorted(ids, key=lambda i: self._order.get(i, 0)):
             schema = self._known.get(i)
             if schema is not None:
                 out.setdefault(schema.table, []).append(schema)
+                encoded = encodings(schema)
+                if encoded:
+                    out.encodings[str(i)] = encoded
         return out
 
     def _learn(self, raw: DataFrame, new: list[int]) -> None:

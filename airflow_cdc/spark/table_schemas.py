@@ -166,6 +166,28 @@ def merged(versions: Iterable[TableSchema]) -> TableSchema:
     return TableSchema(newest.table, newest.columns + dropped, newest.key)
 
 
+_MILLIS = ("io.debezium.time.Timestamp", "io.debezium.time.Time", "org.apache.kafka.connect.data.Timestamp")
+_MILLIS += ("org.apache.kafka.connect.data.Time",)
+_MICROS = ("io.debezium.time.MicroTimestamp", "io.debezium.time.MicroTime")
+
+#: How a value's encoding depends on its schema: ``("scale", n)`` (a Decimal's unscaled value)
+#: or ``("precision", 3 | 6)`` (a temporal value in milli- or microseconds).
+Encoding = tuple[str, int]
+
+
+def encodings(schema: TableSchema) -> dict[str, Encoding]:
+    """The columns of ``schema`` whose values a target can decode only knowing this schema."""
+    out: dict[str, Encoding] = {}
+    for column in schema.columns:
+        if column.semantic == "org.apache.kafka.connect.data.Decimal" and column.scale is not None:
+            out[column.name] = ("scale", column.scale)
+        elif column.semantic in _MILLIS:
+            out[column.name] = ("precision", 3)
+        elif column.semantic in _MICROS:
+            out[column.name] = ("precision", 6)
+    return out
+
+
 def fingerprint(schema: TableSchema) -> str:
     """A short stable digest of a table schema (what the job logs and compares)."""
     text = json.dumps([schema.table, schema.key, [c.__dict__ | {"items": None} for c in schema.columns]], default=str)

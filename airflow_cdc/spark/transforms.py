@@ -21,7 +21,7 @@ from dataclasses import dataclass
 from pyspark.sql import Column, DataFrame
 from pyspark.sql import functions as F
 
-from airflow_cdc.spark.frames import UNAVAILABLE_PLACEHOLDER
+from airflow_cdc.spark.frames import SCHEMA_KEY, UNAVAILABLE_PLACEHOLDER
 from airflow_cdc.spark.schema_batches import schema_id
 
 #: What the job reads of an envelope. Not ``before``: the record key names the row and ``after``
@@ -90,13 +90,16 @@ def parse(raw: DataFrame) -> DataFrame:
         "offset",
         _unwrap(F.col("key")).alias("key"),
         F.from_json(_unwrap(F.col("value")), _ENVELOPE).alias("e"),
+        schema_id(F.col("key"), F.col("value")).alias("_schema"),
     )
     source = F.col("e.source")
+    after = F.col("e.after")
+    versioned = F.map_concat(after, F.create_map(F.lit(SCHEMA_KEY), F.col("_schema").cast("string")))
     return parsed.select(
         F.concat_ws(".", F.coalesce(source["schema"], source["db"]), source["table"]).alias("table"),
         F.col("e.op").alias("op"),
         F.when(F.col("e.op") != "t", F.col("key")).alias("key"),
-        F.col("e.after").alias("after"),
+        F.when(F.col("_schema").isNotNull() & after.isNotNull(), versioned).otherwise(after).alias("after"),
         source_position(source, F.col("e.op")).alias("position"),
         "partition",
         "offset",

@@ -13,6 +13,7 @@ from __future__ import annotations
 import logging
 import sys
 from collections.abc import Mapping
+from dataclasses import replace
 from typing import Any
 
 from airflow_cdc.spark.schema_policy import policy_of
@@ -46,7 +47,10 @@ class ConsistentSqlTarget:
 
     def prepare(self, versions: Mapping[str, list[TableSchema]]) -> list[str]:
         """As the key-consistent target: create and evolve the tables before the batch's transaction."""
-        return evolve_tables(self.settings, self.settings.schema_change_policy, versions)
+        done = evolve_tables(self.settings, self.settings.schema_change_policy, versions)
+        dropped = {**self.settings.dropped, **done.dropped}
+        self.settings = replace(self.settings, dropped=dropped, encodings=getattr(versions, "encodings", {}))
+        return done.statements
 
     def load(self, query_id: str) -> Stored:
         conn = self._connect()

@@ -18,6 +18,7 @@ from __future__ import annotations
 
 import time
 from collections.abc import Iterator, Mapping
+from dataclasses import replace
 from typing import Any
 
 from airflow_cdc.spark.schema_policy import policy_of
@@ -93,8 +94,12 @@ class SqlTarget:
 
     def prepare(self, versions: Mapping[str, list[TableSchema]]) -> list[str]:
         """Create and evolve the batch's target tables from their schemas (``sql/evolution.py``),
-        on the driver, before the lanes write."""
-        return evolve_tables(self.settings, self.settings.schema_change_policy, versions)
+        on the driver, before the lanes write; the columns each table's source dropped go to the
+        lanes with the settings (kept for the batches after)."""
+        done = evolve_tables(self.settings, self.settings.schema_change_policy, versions)
+        dropped = {**self.settings.dropped, **done.dropped}
+        self.settings = replace(self.settings, dropped=dropped, encodings=getattr(versions, "encodings", {}))
+        return done.statements
 
     def apply(self, latest: Any) -> dict[str, int]:
         settings = self.settings  # the closure sends the settings, not this object, to executors

@@ -145,6 +145,7 @@ class PostgresTask(SourceTask):
                 batch=SNAPSHOT_BATCH,
                 modes=self.modes,
                 lookup=self.catalog.type,
+                replan=self._replan_named,
             ),
             partition=self.partition,
             position=self._stream_position,
@@ -271,6 +272,10 @@ class PostgresTask(SourceTask):
     def _replan(self, oid: int) -> tuple[cat.TableColumns, TableSchema] | None:
         """A table's plan from the catalog as committed now (a DDL since it was planned)."""
         found = [t for t in cat.captured_tables(self.catalog_conn, self.filters) if t.oid == oid]
+        return self._plans(found)[0] if found else None
+
+    def _replan_named(self, qualified: str) -> tuple[cat.TableColumns, TableSchema] | None:
+        found = [t for t in cat.captured_tables(self.catalog_conn, self.filters) if t.qualified == qualified]
         return self._plans(found)[0] if found else None
 
     # -- the lifecycle's source parts -------------------------------------------------------------

@@ -96,8 +96,10 @@ class PostgresChunkSource:
         batch: int = 256,
         modes: ValueModes | None = None,
         lookup: Callable[[int], TypeInfo] | None = None,
+        replan: Callable[[str], tuple[TableColumns, TableSchema] | None] | None = None,
     ) -> None:
         self._modes, self._lookup = modes, lookup
+        self._replan = replan
         self._columns: dict[str, SnapshotColumns] = {}
         self._iso_utc: bool | None = None
         self._threads, self._batch = threads, batch
@@ -124,6 +126,8 @@ class PostgresChunkSource:
 
     @_engine_errors
     def check_table(self, plan: TablePlan) -> str | None:
+        if plan.name not in self._tables:
+            self._refresh(plan.name)  # created since the task started
         if plan.name not in self._tables:
             return UNKNOWN_SCHEMA
         try:
@@ -180,8 +184,22 @@ class PostgresChunkSource:
         return max(0, int(found[0])) if found else 0
 
     # -- reading ----------------------------------------------------------------------------------
+    def _refresh(self, table: str) -> None:
+        """The table's plan from the catalog as it is now, as Debezium's ``refreshTableSchema``
+        does when a table's scan starts: a column added, dropped or renamed since the plan was
+        made (the stream learns of it only at the table's next change) would otherwise be read by
+        the old one - a renamed column's old name fails the chunk query."""
+        fresh = self._replan(table) if self._replan is not None else None
+        if fresh is None:
+            return
+        self._tables[table] = fresh
+        self._columns.pop(table, None)
+        for cached in [k for k in self._chunking if k[0] == table]:
+            del self._chunking[cached]
+
     @_engine_errors
     def max_key(self, plan: TablePlan) -> tuple[str, ...] | None:
+        self._refresh(plan.name)  # the scan of this table starts
         key = self._key(plan)
         query = queries.max_key_query(self._ident(plan.name), key, queries.where(plan, key))
         with self._read_only_txn() as conn:

@@ -36,7 +36,7 @@ from collections.abc import Callable, Iterable, Mapping
 from operator import attrgetter, itemgetter
 from typing import Any
 
-from airflow_cdc.spark.frames import POSITION_COLUMN
+from airflow_cdc.spark.frames import POSITION_COLUMN, SCHEMA_KEY
 from airflow_cdc.spark.schema_policy import say_once
 from airflow_cdc.spark.targets.sql.dialect import Dialect, dialect_for
 from airflow_cdc.spark.targets.sql.errors import TargetError, TargetSchemaError
@@ -339,22 +339,25 @@ class _Applier:
                     continue
                 raise TargetError(f"A {row[_OP]!r} change of {table.source} has no 'after' (key {row[_KEY]})")
             shape = tuple(after)
+            version = after.get(SCHEMA_KEY)  # the change's schema, with Connect schemas
+            if version is not None:
+                shape = tuple(c for c in shape if c != SCHEMA_KEY)
             if row[_UNAVAILABLE]:
                 skip = set(row[_UNAVAILABLE])
                 shape = tuple(c for c in shape if c not in skip)
-            plan = plans.get(shape)
+            plan = plans.get((shape, version))
             if plan is None:
-                plan = plans[shape] = self._plan(table, shape)
+                plan = plans[(shape, version)] = self._plan(table, shape, version)
             group = groups.get(plan.columns)
             if group is None:
                 group = groups[plan.columns] = []
             group.append(plan.params(after, row[_POSITION]))
         return groups
 
-    def _plan(self, table: Table, shape: tuple[str, ...]) -> Plan:
+    def _plan(self, table: Table, shape: tuple[str, ...], version: str | None = None) -> Plan:
         policy = self.settings.schema_change_policy
         if policy == "ignore":
-            shape = self._known_columns(table, shape)
+            shape = self._known_columns(table, shape, said=version is not None)
         else:
             self._require_columns(table, shape)
         assert table.key is not None
@@ -363,19 +366,26 @@ class _Applier:
             raise TargetError(f"A change of {table.source} lacks its key column(s) {missing_key} in 'after'")
         absent: tuple[str, ...] = ()
         if policy == "evolve":  # the target's columns the source no longer has get NULL
-            absent = tuple(c for c in table.info.columns if c != POSITION_COLUMN and c not in shape)
+            dropped = self.settings.dropped.get(table.source)
+            absent = tuple(
+                c
+                for c in table.info.columns
+                if c != POSITION_COLUMN and c not in shape and (dropped is None or c in dropped)
+            )
         columns = tuple(sorted(shape + absent))  # one statement per column set, whatever the map's order
-        return Plan(columns, [table.decoder(c) for c in columns], fill=bool(absent))
+        encoded = self.settings.encodings.get(version, {}) if version is not None else {}
+        return Plan(columns, [table.decoder(c, encoded.get(c)) for c in columns], fill=bool(absent))
 
-    def _known_columns(self, table: Table, shape: tuple[str, ...]) -> tuple[str, ...]:
-        """``ignore``: the columns of ``shape`` the target has; each one it lacks is named once."""
+    def _known_columns(self, table: Table, shape: tuple[str, ...], said: bool) -> tuple[str, ...]:
+        """``ignore``: the columns of ``shape`` the target has; each one it lacks is named once
+        (by the driver, ``evolution.py``, when the change has its schema: ``said``)."""
         if all(c in table.info.columns for c in shape):
             return shape
         self._refresh(table)
         for column in shape:
-            if column not in table.info.columns:
+            if column not in table.info.columns and not said:
                 say_once(
-                    table.source,
+                    str(table.name),
                     column,
                     message=f"Target table {table.name} has no column {column} (source {table.source}): its values "
                     f"are not applied (schema change policy 'ignore')",

@@ -16,6 +16,7 @@ from __future__ import annotations
 
 import logging
 from collections.abc import Mapping, Sequence
+from dataclasses import dataclass, field
 from typing import Any
 
 from airflow_cdc.spark.frames import POSITION_COLUMN
@@ -31,17 +32,28 @@ from airflow_cdc.spark.values import decoder_for, json_text
 log = logging.getLogger(__name__)
 
 
-def evolve_tables(settings: SqlTargetSettings, policy: str, versions: Mapping[str, Sequence[TableSchema]]) -> list[str]:
+@dataclass
+class Evolved:
+    """What :func:`evolve_tables` did: the statements it ran, and per source table the target
+    columns its newest schema lacks (dropped at the source: ``evolve`` writes NULL into them)."""
+
+    statements: list[str] = field(default_factory=list)
+    dropped: dict[str, tuple[str, ...]] = field(default_factory=dict)
+
+
+def evolve_tables(settings: SqlTargetSettings, policy: str, versions: Mapping[str, Sequence[TableSchema]]) -> Evolved:
     """Bring the target tables of ``versions`` (source table -> its schemas in this batch, oldest
-    first) to what the policy allows; returns the statements run (empty: nothing changed)."""
+    first) to what the policy allows."""
+    done = Evolved()
     if not versions:
-        return []
+        return done
     dialect = dialect_for(settings.url)
     conn = dialect.connect(settings.url)
-    done: list[str] = []
     try:
         for source in sorted(versions):
-            done += _Evolution(dialect, conn, settings, policy, source, list(versions[source])).run()
+            evolution = _Evolution(dialect, conn, settings, policy, source, list(versions[source]))
+            done.statements += evolution.run()
+            done.dropped[source] = evolution.dropped
         conn.commit()
     except BaseException:
         _quietly(conn.rollback)
@@ -75,6 +87,7 @@ class _Evolution:
         self.whole = merged(versions)
         self.target = TableName.parse(settings.tables.get(source, source))
         self.done: list[str] = []
+        self.dropped: tuple[str, ...] = ()
 
     def run(self) -> list[str]:
         info = self.dialect.read_table(self.conn, self.target)
@@ -150,6 +163,7 @@ class _Evolution:
                     current_type = self._current_type(info, column.name)
                     self._fit(seen, current_type, info)
         gone = [c for c in info.columns if c != POSITION_COLUMN and c not in newest]
+        self.dropped = tuple(gone)
         if gone and evolves(self.policy):
             for name, nullable in self._nullability(info).items():
                 if name in gone and not nullable:
@@ -166,7 +180,7 @@ class _Evolution:
     def _missing(self, column: SourceColumn, info: TableInfo, added_now: bool) -> None:
         if self.policy == "ignore":
             say_once(
-                self.source,
+                str(info.name),
                 column.name,
                 message=f"Target table {info.name} (source {self.source}) has no column {column.name} "
                 f"({column.described}): its values are not applied (schema change policy 'ignore')",
@@ -178,12 +192,26 @@ class _Evolution:
             self._backfill(column)
 
     def _backfill(self, column: SourceColumn) -> None:
+        """The source's default, as the column's default (a change from before the ADD COLUMN,
+        applied after it, inserts a row without the column: the source's row has the default)
+        and in the rows the target has now (as the source's ADD COLUMN gave its rows)."""
         info = self.dialect.read_table(self.conn, self.target)
         assert info is not None
         target = info.columns[column.name]
         value = decoder_for(target, self.settings.modes)(json_text(column.default))
-        placeholder = f"CAST(%s AS {target.described})" if self.dialect.name == "postgresql" else "%s"
-        self._run(f"UPDATE {self._q()} SET {self.dialect.identifier(column.name)} = {placeholder}", (value,))
+        name = self.dialect.identifier(column.name)
+        literal = self._literal(value)
+        if self.dialect.name == "postgresql":
+            literal = f"CAST({literal} AS {target.described})"
+        self._run(f"ALTER TABLE {self._q()} ALTER COLUMN {name} SET DEFAULT {literal}")
+        self._run(f"UPDATE {self._q()} SET {name} = {literal}")
+
+    def _literal(self, value: Any) -> str:
+        if self.dialect.name == "postgresql":
+            from psycopg import sql
+
+            return sql.Literal(value).as_string(self.conn)
+        return str(self.conn.escape(value))
 
     def _fit(self, column: SourceColumn, current: str, info: TableInfo) -> None:
         wanted = self._type(column)
@@ -192,7 +220,7 @@ class _Evolution:
             return
         if self.policy == "ignore":
             say_once(
-                self.source,
+                str(info.name),
                 column.name,
                 wanted,
                 message=f"Column {column.name} of target table {info.name} (source {self.source}) stays {current}; "

@@ -46,6 +46,12 @@ class SqlTargetSettings:
     retry_delay_s: float = 1.0
     #: What a schema change does (``schema_policy.py``): evolve, lenient, ignore or exception.
     schema_change_policy: str = "lenient"
+    #: Source table -> the target columns its newest schema lacks (``evolution.Evolved``):
+    #: ``evolve`` writes NULL into them. A table not here: every target column a change lacks.
+    dropped: Mapping[str, tuple[str, ...]] = field(default_factory=dict)
+    #: The batch's schema ids (``frames.SCHEMA_KEY``) -> column -> how its values are encoded in
+    #: that schema (``table_schemas.encodings``): a row decodes by its own schema's scale.
+    encodings: Mapping[str, Mapping[str, tuple[str, int]]] = field(default_factory=dict)
 
     def __post_init__(self) -> None:
         if isinstance(self.modes, Mapping):

@@ -4,7 +4,7 @@ one apply call, its decoders, key, parameter plans and built statements."""
 from __future__ import annotations
 
 from collections.abc import Callable, Mapping
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from operator import itemgetter
 from typing import Any
 
@@ -79,9 +79,9 @@ class Table:
 
     def __init__(self, source: str, cache_key: tuple[str, str], info: TableInfo, modes: Modes) -> None:
         self.source, self.cache_key, self.info, self.modes = source, cache_key, info, modes
-        self.decoders: dict[str, Decoder] = {}
+        self.decoders: dict[Any, Decoder] = {}
         self.key: tuple[str, ...] | None = None
-        self.plans: dict[tuple[str, ...], Plan] = {}
+        self.plans: dict[tuple[tuple[str, ...], str | None], Plan] = {}
         self.statements: dict[Any, Any] = {}
         #: Staging tables created in this call's transaction (dropped at its commit).
         self.stages: set[str] = set()
@@ -90,10 +90,16 @@ class Table:
     def name(self) -> TableName:
         return self.info.name
 
-    def decoder(self, column: str) -> Decoder:
-        decode = self.decoders.get(column)
+    def decoder(self, column: str, encoding: tuple[str, int] | None = None) -> Decoder:
+        """``column``'s decoder; by ``encoding`` (the scale or temporal precision of the schema a
+        value was written with, ``table_schemas.encodings``) where the change's schema gave one."""
+        cached = column if encoding is None else (column, encoding)
+        decode = self.decoders.get(cached)
         if decode is None:
-            decode = self.decoders[column] = decoder_for(self.info.columns[column], self.modes)
+            kind = self.info.columns[column]
+            if encoding is not None:
+                kind = replace(kind, **{encoding[0]: encoding[1]})
+            decode = self.decoders[cached] = decoder_for(kind, self.modes)
         return decode
 
     def forget_types(self) -> None:
