@@ -190,6 +190,8 @@ class CdcSparkApplyOperator(BaseOperator):
         self.checkpoint_lock_timeout = checkpoint_lock_timeout
         self.check_target = check_target
         self._follower: Follower | None = None
+        #: Known from the instance's config (``cdc_conn_id``); None: not known.
+        self.changes_have_schemas: bool | None = None
 
     def render_template(
         self,
@@ -238,6 +240,8 @@ class CdcSparkApplyOperator(BaseOperator):
         self.changelog_dir = self.changelog_dir or derived.get("changelog_dir")
         self.kafka_options = {str(k): str(v) for k, v in (derived.get("kafka_options") or {}).items()}
         self.settings = {**derived["settings"], **self.settings}
+        # Whether the instance's changes carry their schemas, from which the job creates tables.
+        self.changes_have_schemas = str(config.get("value.converter.schemas.enable", "false")).lower() == "true"
 
     def job_args(self, checkpoint: str) -> list[str]:
         """The job's command line: ``--config-json`` and the job as one JSON document.
@@ -356,7 +360,9 @@ class CdcSparkApplyOperator(BaseOperator):
                 list(dict.fromkeys(named)),
                 dict(job.table_map),
                 writes_here=is_local(self.submit.master),
-                creates=job.schema_change_policy != "exception",
+                # A missing table is the job's to create, unless the policy creates none or the
+                # instance's changes (when known) carry no schema to create it from.
+                creates=job.schema_change_policy != "exception" and self.changes_have_schemas is not False,
             )
         except TargetRefused as exc:
             raise AirflowFailException(str(exc)) from exc

@@ -142,7 +142,8 @@ def _instance(tmp_path: Path, source: Source, name: str, **settings: Any) -> Ite
 def shop(tmp_path: Path, source: Source, airflow_db: str, monkeypatch: pytest.MonkeyPatch) -> Iterator[Instance]:
     """The instance of connection ``cdc_shop`` (streams from its start: ``snapshot.mode:
     no_data``; drops its slot when stopped), and ``pg_shop``; stopped after the test."""
-    with _instance(tmp_path, source, "shop", **{"snapshot.mode": "no_data", "slot.drop.on.stop": True}) as instance:
+    settings = {"snapshot.mode": "no_data", "slot.drop.on.stop": True, **WITH_SCHEMAS}
+    with _instance(tmp_path, source, "shop", **settings) as instance:
         _connections(monkeypatch, source, cdc_shop=instance)
         yield instance
 
@@ -172,18 +173,24 @@ def _connections(monkeypatch: pytest.MonkeyPatch, source: Source, **instances: I
         )
 
 
+#: The converters' schemas in every record (Debezium's JSON converter default): the apply job
+#: creates and evolves the replica's tables from them (README: Schema changes).
+WITH_SCHEMAS = {
+    "key.converter": "org.apache.kafka.connect.json.JsonConverter",
+    "key.converter.schemas.enable": "true",
+    "value.converter": "org.apache.kafka.connect.json.JsonConverter",
+    "value.converter.schemas.enable": "true",
+}
+
+
 @pytest.fixture
 def replica(source: Source, monkeypatch: pytest.MonkeyPatch) -> Iterator[Source]:
-    """Connection ``pg_shop_replica``: an empty database with the source's tables, where the
-    example pipeline's Spark job applies the changes."""
+    """Connection ``pg_shop_replica``: an empty database, where the example pipeline's Spark
+    job creates the source's tables and applies the changes."""
     name = f"{source.database}_replica"
     with source.connect() as conn:
         conn.execute(f"create database {name}")
     replica = Source(source.server, name, source.user, source.password)
-    replica.execute(
-        "create table orders (id int primary key, status text, updated_at timestamptz not null)",
-        "create table customers (id int primary key, name text)",
-    )
     monkeypatch.setenv(
         "AIRFLOW_CONN_PG_SHOP_REPLICA",
         json.dumps(

@@ -87,6 +87,10 @@ class Instance:
             for line in segment.read_text().splitlines()
             if line.strip()
         ]
+        for record in records:  # with the converters' schemas: the payloads
+            for part in ("key", "value"):
+                if isinstance(record.get(part), dict) and set(record[part]) == {"schema", "payload"}:
+                    record[part] = record[part]["payload"]
         return sorted(records, key=lambda r: r["seq"])
 
     def table_state(self, topic: str) -> dict[int, dict[str, Any]]:

@@ -20,7 +20,7 @@ import yaml
 
 from airflow_cdc.engine.testing import wait_until
 from airflow_cdc.kafka_connect import ConnectClient
-from tests.system.conftest import PASSWORD, connect_source, local_spark
+from tests.system.conftest import PASSWORD, WITH_SCHEMAS, connect_source, local_spark
 from tests.system.support import Source, load_dag, task_states, xcom
 
 pytestmark = pytest.mark.integration
@@ -59,6 +59,7 @@ def connector(
         "heartbeat.interval.ms": 1000,
         "heartbeat.action.query": "update cdc_heartbeat set at = now() where id = 1",
         "notification.sink.topic.name": f"shop.notifications.{source.database[-8:]}",
+        **WITH_SCHEMAS,
     }
     path = tmp_path / "shop-connect.yaml"
     path.write_text(yaml.safe_dump(config))

@@ -46,6 +46,7 @@ def apply_operator(
     target_url: str | None = None,
     table_map: dict[str, str] | None = None,
     master: str = "local[1]",
+    schema_change_policy: str = "lenient",
     **kwargs: Any,
 ) -> CdcSparkApplyOperator:
     job = ApplyConfig(
@@ -55,6 +56,7 @@ def apply_operator(
         checkpoint=str(checkpoint),
         target_url=target_url,
         table_map=table_map or {},
+        schema_change_policy=schema_change_policy,
     )
     return CdcSparkApplyOperator(
         task_id="apply", job=job, submit=SubmitConfig(master=master, conf=DRIVER_CONF), **kwargs

@@ -80,9 +80,14 @@ def test_a_missing_database_or_target_table_fails_at_once_as_the_job_would(
     assert first_line(failure).startswith("target connection 'replica_no_db': database ")
     assert first_line(failure).endswith('_absent" does not exist')
 
-    # The job's own rule: the target table must exist (it never creates one); the error is the job's.
+    # The job's own rule under the 'exception' schema change policy: the target table must
+    # exist (the job creates none); the error is the job's.
     missing = apply_operator(
-        tmp_path / "changelog", checkpoint, target_conn_id="replica", tables=[TABLE, "public.gone"]
+        tmp_path / "changelog",
+        checkpoint,
+        target_conn_id="replica",
+        tables=[TABLE, "public.gone"],
+        schema_change_policy="exception",
     )
     failure, seconds = failure_of(missing)
     assert isinstance(failure, AirflowFailException) and seconds < PROMPT
@@ -90,6 +95,12 @@ def test_a_missing_database_or_target_table_fails_at_once_as_the_job_would(
         "target connection 'replica': Target table public.gone (for source table public.gone) does not exist."
     )
     assert_no_spark(missing, checkpoint)
+    # Under the default ('lenient') the job creates a missing table from the changes' schemas:
+    # the check leaves it to the job (the existing ones are still checked).
+    lenient = apply_operator(
+        tmp_path / "changelog", checkpoint, target_conn_id="replica", tables=[TABLE, "public.gone"]
+    )
+    lenient.preflight(connection_url("replica"))
 
 
 def test_existing_target_tables_pass_and_get_the_position_column_the_job_would_add(
@@ -167,7 +178,13 @@ def test_a_wrong_mariadb_password_or_database_fails_at_once_with_the_cause_first
         tmp_path / "changelog", checkpoint, target_conn_id="maria", tables=[f"{mariadb_database}.orders"]
     )
     ok.preflight(connection_url("maria"))
-    missing = apply_operator(tmp_path / "changelog", checkpoint, target_conn_id="maria", tables=["other.orders"])
+    missing = apply_operator(
+        tmp_path / "changelog",
+        checkpoint,
+        target_conn_id="maria",
+        tables=["other.orders"],
+        schema_change_policy="exception",
+    )
     failure, seconds = failure_of(missing)
     assert isinstance(failure, AirflowFailException) and seconds < PROMPT
     assert first_line(failure).startswith("target connection 'maria': Target table other.orders")
