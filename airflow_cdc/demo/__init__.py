@@ -98,7 +98,7 @@ class Demo:
 
     def replica(self, name: str) -> None:
         with self.server.connect() as admin:
-            create_replica(admin, self.server.dsn, name)
+            create_replica(admin, name)
 
     def check(self, replica: str, hint: str = "") -> None:
         """The report; DemoFailed when the replica differs from the source."""

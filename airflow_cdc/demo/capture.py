@@ -44,6 +44,11 @@ def instance_config(name: str, prefix: str, state_dir: Path, sink: Mapping[str, 
         "offset.flush.interval.ms": 200,
         "poll.interval.ms": 100,
         "heartbeat.interval.ms": 1000,
+        # Each change carries its table's schema: the apply job creates the replica's tables
+        # from it (README: Schema changes), lengths and scales included.
+        "key.converter.schemas.enable": True,
+        "value.converter.schemas.enable": True,
+        "column.propagate.source.type": ".*",
         **sink,
         **more,
     }

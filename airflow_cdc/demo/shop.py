@@ -48,12 +48,10 @@ def create_source(conn: psycopg.Connection[Any], orders: int) -> dict[str, int]:
     return {f"public.{name}": count for name, count in sizes.items()}
 
 
-def create_replica(admin: psycopg.Connection[Any], dsn_of: Any, name: str) -> None:
-    """An empty database ``name`` with the source's tables (the apply job adds ``_cdc_position``)."""
+def create_replica(admin: psycopg.Connection[Any], name: str) -> None:
+    """An empty database ``name``: the apply job creates the source's tables in it from the
+    schemas the changes carry."""
     admin.execute(sql.SQL("create database {}").format(sql.Identifier(name)))
-    with psycopg.connect(dsn_of(name), autocommit=True) as conn:
-        for ddl in DDL.values():
-            conn.execute(ddl)
 
 
 class WriteLoad:

@@ -140,3 +140,16 @@ def test_the_example_pipeline_runs_unchanged_on_kafka_connect_and_a_spark_cluste
     assert without_position(replica.rows("orders")) == source.rows("orders")
     assert without_position(replica.rows("customers")) == source.rows("customers")
     assert PASSWORD not in json.dumps([started, done, caught_up, applied, capfd.readouterr()], default=str)
+
+    # A schema change on the source: Debezium's events carry the new schema (JSON converter
+    # schemas), and the next apply adds the column to the replica the job created, with the
+    # default the source's existing rows got.
+    source.execute(
+        "alter table orders add column note text not null default 'none'",
+        "update orders set note = 'noted' where id % 40 = 0",
+        "insert into orders (id, status, updated_at) values (9001, 'late', now())",
+    )
+    again = load_dag("example_cdc_pipeline").partial_subset(["caught_up", "apply_changes"], include_upstream=False)
+    rerun = again.test()
+    assert set(task_states(rerun).values()) == {"success"}, connect_worker.log(80)
+    assert without_position(replica.rows("orders")) == source.rows("orders")

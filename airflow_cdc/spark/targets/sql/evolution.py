@@ -15,6 +15,7 @@ target's existing rows get it too, by one UPDATE after the ADD COLUMN.
 from __future__ import annotations
 
 import logging
+import re
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import Any
@@ -27,7 +28,7 @@ from airflow_cdc.spark.targets.sql.errors import TargetSchemaError
 from airflow_cdc.spark.targets.sql.settings import SqlTargetSettings
 from airflow_cdc.spark.targets.sql.tables import TableInfo, TableName
 from airflow_cdc.spark.targets.sql.type_mapping import mysql_type, postgres_type, takes, widened
-from airflow_cdc.spark.values import decoder_for, json_text
+from airflow_cdc.spark.values import ColumnType, decoder_for, json_text
 
 log = logging.getLogger(__name__)
 
@@ -187,9 +188,20 @@ class _Evolution:
             )
             return
         ident = self.dialect.identifier
-        self._run(f"ALTER TABLE {self._q()} ADD COLUMN {ident(column.name)} {self._type(column)}")
-        if added_now and column.has_default and column.default is not None:
+        mapped = self._type(column)
+        defaulted = added_now and column.has_default and column.default is not None
+        if defaulted and self.dialect.name == "mysql":
+            # One statement: MySQL's DDL commits at once, and a driver killed between an ADD
+            # COLUMN and its backfill would leave the rows without the default for good.
+            literal = self._literal(self._default(column, _mysql_kind(str(info.name), column.name, mapped)))
+            self._run(f"ALTER TABLE {self._q()} ADD COLUMN {ident(column.name)} {mapped} DEFAULT ({literal})")
+            return
+        self._run(f"ALTER TABLE {self._q()} ADD COLUMN {ident(column.name)} {mapped}")
+        if defaulted:  # PostgreSQL: in this transaction, with the ADD COLUMN
             self._backfill(column)
+
+    def _default(self, column: SourceColumn, kind: ColumnType) -> Any:
+        return decoder_for(kind, self.settings.modes)(json_text(column.default))
 
     def _backfill(self, column: SourceColumn) -> None:
         """The source's default, as the column's default (a change from before the ADD COLUMN,
@@ -198,7 +210,7 @@ class _Evolution:
         info = self.dialect.read_table(self.conn, self.target)
         assert info is not None
         target = info.columns[column.name]
-        value = decoder_for(target, self.settings.modes)(json_text(column.default))
+        value = self._default(column, target)
         name = self.dialect.identifier(column.name)
         literal = self._literal(value)
         if self.dialect.name == "postgresql":
@@ -301,3 +313,13 @@ class _Evolution:
             self._run(f"ALTER TABLE {self._q()} ALTER COLUMN {ident} DROP NOT NULL")
         else:
             self._run(f"ALTER TABLE {self._q()} MODIFY COLUMN {ident} {info.columns[name].described} NULL")
+
+
+def _mysql_kind(table: str, column: str, mapped: str) -> ColumnType:
+    """The catalog's description of a MySQL column of type ``mapped`` before it exists (to decode
+    its default with the decoder the lanes will use)."""
+    base = mapped.split("(", 1)[0].strip().lower()
+    sizes = re.search(r"\((\d+)(?:,(\d+))?\)", mapped)
+    scale = int(sizes.group(2)) if sizes and sizes.group(2) and base == "decimal" else None
+    precision = int(sizes.group(1)) if sizes and base in ("datetime", "time", "timestamp") else None
+    return ColumnType.mysql(table, column, base, mapped, scale, precision)
