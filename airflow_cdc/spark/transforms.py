@@ -40,9 +40,25 @@ _SEQUENCE = r'^\[\s*(?:null|"(\d*)")\s*,\s*(?:null|"(\d*)")\s*\]$'
 _APPLIED_OPS = ("c", "u", "d", "r", "t")
 
 
+_PAYLOAD = ',"payload":'
+
+
 def _unwrap(text: Column) -> Column:
-    """The payload of a schemas-enabled JSON converter record, or the record itself."""
-    return F.when(text.startswith('{"schema"'), F.get_json_object(text, "$.payload")).otherwise(text)
+    """The payload of a schemas-enabled JSON converter record, or the record itself.
+
+    Cut by position, not parsed: the converter writes ``{"schema":<S>,"payload":<P>}``
+    compactly, schema first, and no object key inside a schema is ``payload`` (a JSON string
+    cannot hold the unescaped quotes), so ``<P>`` runs from the first ``,"payload":`` to the
+    closing brace. ``get_json_object`` parsed each record a second time: half the parse's CPU.
+    A record written with spaces (another producer's) is still parsed."""
+    found = F.locate(_PAYLOAD, text)
+    start = found + len(_PAYLOAD)
+    enveloped = text.startswith('{"schema"')
+    return (
+        F.when(enveloped & (found > 0), text.substr(start, F.length(text) - start))
+        .when(enveloped, F.get_json_object(text, "$.payload"))
+        .otherwise(text)
+    )
 
 
 def _hex(value: Column, width: int) -> Column:

@@ -21,12 +21,13 @@ import pytest
 from airflow_cdc.engine.server.instance import EngineInstance
 from airflow_cdc.engine.server.instance_files import read_status
 from airflow_cdc.engine.testing import wait_until
-from airflow_cdc.spark.apply import TARGET_URL_ENV
+from airflow_cdc.spark.apply import TARGET_URL_ENV, ApplyJob, run
+from airflow_cdc.spark.reading import SourceOptions
 from tests.integration.spark.test_apply_job import target_dsn
 from tests.integration.spark.test_schema_evolution import Side, assert_same
 from tests.integration.spark.test_sql_targets import mysql_url
 
-pytestmark = [pytest.mark.integration, pytest.mark.slow]
+pytestmark = [pytest.mark.integration, pytest.mark.slow, pytest.mark.timeout(900)]
 
 
 @pytest.fixture(params=["postgresql", "mariadb"])
@@ -60,7 +61,7 @@ def has_column(side: Side, name: str) -> bool:
 
 
 def test_a_driver_killed_after_the_ddl_then_rerun_leaves_the_target_equal(
-    tmp_path: Path, pg_server: Any, pg_database: str, kafka_broker: Any, target: tuple[str, Side]
+    tmp_path: Path, pg_server: Any, pg_database: str, kafka_broker: Any, spark: Any, target: tuple[str, Side]
 ) -> None:
     url, side = target
     dsn = pg_server.dsn(pg_database)
@@ -121,7 +122,16 @@ def test_a_driver_killed_after_the_ddl_then_rerun_leaves_the_target_equal(
     try:
         wait_until(lambda: (read_status(instance.directory) or {}).get("state") == "POLLING_TASKS", 60, "polling")
         captured()
-        run_to_the_end(tmp_path / "first.log")  # creates the target table
+        # The first run in this process (the test's SparkSession): it creates the target table.
+        job = ApplyJob(
+            source=SourceOptions(
+                kind="kafka", bootstrap_servers=kafka_broker.bootstrap_servers, topics=(f"{prefix}.public.t",)
+            ),
+            target_url=url,
+            checkpoint=str(tmp_path / "checkpoint"),
+            table_map=dict(side.table_names),
+        )
+        run(spark, job)
         assert_same(Side("postgresql", lambda: psycopg.connect(dsn), {}), side, "public.t", "the first run")
 
         with psycopg.connect(dsn, autocommit=True) as conn:

@@ -32,7 +32,7 @@ from airflow_cdc.spark.reading import SourceOptions
 from tests.integration.spark.test_apply_job import target_dsn
 from tests.integration.spark.test_sql_targets import mysql_url
 
-pytestmark = [pytest.mark.integration, pytest.mark.slow]
+pytestmark = [pytest.mark.integration, pytest.mark.slow, pytest.mark.timeout(900)]
 
 SOURCE_DDL = (
     "create table debezium_signal (id varchar(42) primary key, type varchar(32) not null, data varchar(2048))",
