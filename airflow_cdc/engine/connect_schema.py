@@ -13,14 +13,14 @@ per event is one concatenation (ADR 0024).
 from __future__ import annotations
 
 import functools
-from collections.abc import Iterable, Mapping
+import re
+from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any
 
 import orjson
 
 from airflow_cdc.engine.config import ConfigDef, Field
-from airflow_cdc.engine.errors import ConfigProblem
 
 #: The JSON converters' settings (Debezium's embedded engine and Kafka Connect name them so).
 KEY_SCHEMAS_ENABLE = "key.converter.schemas.enable"
@@ -48,18 +48,35 @@ CONVERTER_CONFIG = ConfigDef(
 Schema = dict[str, Any]
 
 
-def schemas_unsupported(config: Mapping[str, object], source: str) -> list[ConfigProblem]:
-    """The problems of enabling schemas for a source that builds none yet: refused, not written
-    as ``"schema": null``, which a consumer expecting schemas could not use."""
-    return [
-        ConfigProblem(
-            key,
-            f"is not supported by {source} yet: it builds no Connect schemas (PostgreSQL does, ADR 0024)",
-            f"set {key}=false (the payloads are the same)",
+@dataclass(frozen=True)
+class SchemaSettings:
+    """Whether the sources build schemas at all, and which columns carry their source type."""
+
+    enabled: bool = False
+    by_column: Sequence[re.Pattern[str]] = ()
+    by_type: Sequence[re.Pattern[str]] = ()
+    #: Schemas of the initial snapshot, where Debezium reads the columns' sizes from JDBC's
+    #: metadata instead of a RELATION message (schema_facts.source_size).
+    snapshot: bool = False
+
+    @classmethod
+    def from_settings(cls, settings: Mapping[str, Any]) -> SchemaSettings:
+        # Debezium matches these case-insensitively against the whole name (Predicates.includes).
+        def compiled(key: str) -> tuple[re.Pattern[str], ...]:
+            return tuple(re.compile(p, re.IGNORECASE) for p in settings.get(key) or ())
+
+        return cls(
+            bool(settings.get(KEY_SCHEMAS_ENABLE) or settings.get(VALUE_SCHEMAS_ENABLE)),
+            compiled("column.propagate.source.type"),
+            compiled("datatype.propagate.source.type"),
         )
-        for key in (KEY_SCHEMAS_ENABLE, VALUE_SCHEMAS_ENABLE)
-        if str(config.get(key, "false")).strip().lower() == "true"
-    ]
+
+    def propagates(self, schema: str, table: str, column: str, type_name: str) -> bool:
+        """Debezium's column mappers: ``schema.table.column`` or ``schema.table.type`` matches (for
+        MySQL the schema is the database)."""
+        return any(p.fullmatch(f"{schema}.{table}.{column}") for p in self.by_column) or any(
+            p.fullmatch(f"{schema}.{table}.{type_name}") for p in self.by_type
+        )
 
 
 def schema(

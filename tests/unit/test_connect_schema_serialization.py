@@ -50,17 +50,19 @@ def test_schemas_disabled_by_default() -> None:
     assert (out.key, out.value) == (b'{"id":1}', b'{"op":"c"}')
 
 
-def test_mariadb_refuses_schemas_it_cannot_build() -> None:
+def test_mariadb_takes_the_schema_settings() -> None:
     config = {
         "connector.class": "io.debezium.connector.mariadb.MariaDbConnector",
         "name": "x",
         "topic.prefix": "p",
         "offset.storage": "memory",
         "value.converter.schemas.enable": "true",
+        "column.propagate.source.type": r"db\.t\..*",
+        "datatype.propagate.source.type": r".+\.INT",
     }
-    with pytest.raises(ConfigError, match=r"value.converter.schemas.enable: is not supported by the MySQL/MariaDB"):
-        validate_config(config)
-    validate_config({**config, "value.converter.schemas.enable": "false"})
+    result = validate_config(config)
+    assert result.warnings == ()
+    assert result.connector_settings["column.propagate.source.type"] == [r"db\.t\..*"]
 
 
 def test_unwrap_keeps_the_key_schema_and_gives_the_row_its_value_struct() -> None:

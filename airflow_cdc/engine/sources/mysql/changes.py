@@ -15,6 +15,7 @@ from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
+from airflow_cdc.engine.connect_schema import ConnectSchemas
 from airflow_cdc.engine.envelope import change_value, source_builder
 from airflow_cdc.engine.errors import CdcError
 from airflow_cdc.engine.failures import FailureHandling
@@ -49,6 +50,8 @@ class RowPlan:
     key: tuple[str, ...]
     #: The configured modes: a zero date's stand-in (a column default, converted) depends on them.
     modes: ValueModes = field(default_factory=ValueModes)
+    #: The records' Connect schemas, when a converter writes schemas (built once per definition).
+    schemas: ConnectSchemas | None = None
 
     def row(self, values: Sequence[Any]) -> dict[str, Any]:
         """Debezium's values of one row image; ValueConversionError naming the first column
@@ -71,14 +74,19 @@ class RowPlan:
         return {name: row.get(name) for name in self.key}
 
 
-def plan(table: Table, topic: str, modes: ValueModes, *, snapshot: bool) -> RowPlan:
+#: Builds a table definition's schemas for its topic (``connect_schema.TableSchemas``).
+SchemasOf = Callable[[Table, str], ConnectSchemas]
+
+
+def plan(table: Table, topic: str, modes: ValueModes, *, snapshot: bool, schemas: SchemasOf | None = None) -> RowPlan:
     choose = snapshot_converter if snapshot else binlog_converter
     columns = []
     for index, column in enumerate(table.columns):
         convert = choose(column, modes)
         if convert is not None:
             columns.append((index, column.name, convert))
-    return RowPlan(table, topic, tuple(columns), table.key, modes)
+    built = None if schemas is None else schemas(table, topic)
+    return RowPlan(table, topic, tuple(columns), table.key, modes, built)
 
 
 class ChangeBuilder:
@@ -92,12 +100,19 @@ class ChangeBuilder:
         skipped: frozenset[str],
         extra_offset: Callable[[], dict[str, Any]],
         failures: FailureHandling | None = None,
+        schemas: SchemasOf | None = None,
     ) -> None:
         self.connector, self.server, self.partition = connector, server, partition
         self._source_block = source_builder(connector, SOURCE_FIELDS)
         self._tombstones, self._skipped, self._extra = tombstones, skipped, extra_offset
         #: What happens to a row with a value that has no Debezium value.
         self.failures = failures or FailureHandling()
+        #: The tables' Connect schemas (``*.converter.schemas.enable``); None: none are built.
+        self.schemas = schemas
+
+    def plan(self, table: Table, topic: str, modes: ValueModes, *, snapshot: bool) -> RowPlan:
+        """How the table's rows become records (with their schemas when schemas are built)."""
+        return plan(table, topic, modes, snapshot=snapshot, schemas=self.schemas)
 
     def source(self, db: str, table: str, where: EventSource | None, *, snapshot: str, row: int = 0) -> dict[str, Any]:
         block = self._source_block
@@ -159,7 +174,7 @@ class ChangeBuilder:
             return []
         value = change_value(op, before, after, source, None, time.time_ns())
         key = rows.key_of(after if after is not None else before)
-        return [SourceRecord(rows.topic, key, value, self.partition, offset, ts_ms)]
+        return [SourceRecord(rows.topic, key, value, self.partition, offset, ts_ms, schemas=rows.schemas)]
 
     def snapshot_record(
         self,

@@ -4,6 +4,7 @@
 from __future__ import annotations
 
 from airflow_cdc.engine.config import ConfigDef, Field
+from airflow_cdc.engine.connect_schema import CONVERTER_CONFIG
 from airflow_cdc.engine.failures import FAILURE_MODE_ALIASES, FAILURE_MODES
 from airflow_cdc.engine.mysql_client import SSL_MODES
 from airflow_cdc.engine.signals.channels import SIGNAL_FIELDS
@@ -41,6 +42,10 @@ MYSQL_CONFIG = ConfigDef(
         RegexList("database.exclude.list", default=[]),
         RegexList("table.include.list", default=[]),
         RegexList("table.exclude.list", default=[]),
+        # The source type as schema parameters (__debezium.source.column.*), by
+        # database.table.column and by database.table.TYPE: with schemas enabled (connect_schema.py).
+        RegexList("column.propagate.source.type", default=[]),
+        RegexList("datatype.propagate.source.type", default=[]),
         Field(
             "snapshot.mode",
             default="initial",
@@ -104,4 +109,4 @@ MYSQL_CONFIG = ConfigDef(
             "needs GTIDs: MySQL gtid_mode=ON, MariaDB 10.0+). Send signals through the api, file or kafka channel.",
         ),
     ]
-)
+).merged(CONVERTER_CONFIG)

@@ -15,9 +15,9 @@ import pymysql
 
 from airflow_cdc.engine import mysql_client
 from airflow_cdc.engine.config import Config
-from airflow_cdc.engine.connect_schema import schemas_unsupported
+from airflow_cdc.engine.connect_schema import SchemaSettings
 from airflow_cdc.engine.connector import SourceConnector, SourceTask, TaskContext
-from airflow_cdc.engine.errors import CdcError, ConfigProblem, RetriableError
+from airflow_cdc.engine.errors import CdcError, RetriableError
 from airflow_cdc.engine.failures import FailureHandling
 from airflow_cdc.engine.notifications import InitialSnapshotNotifications
 from airflow_cdc.engine.positions import Phase, SourcePosition
@@ -29,6 +29,7 @@ from airflow_cdc.engine.sources.mysql import connect_errors
 from airflow_cdc.engine.sources.mysql.binlog import BinlogPurgedError, BinlogReader
 from airflow_cdc.engine.sources.mysql.changes import ChangeBuilder
 from airflow_cdc.engine.sources.mysql.config import MYSQL_CONFIG
+from airflow_cdc.engine.sources.mysql.connect_schema import table_schemas
 from airflow_cdc.engine.sources.mysql.ddl import Table
 from airflow_cdc.engine.sources.mysql.filters import TableFilter
 from airflow_cdc.engine.sources.mysql.gtid_windows import GtidWindows
@@ -59,9 +60,6 @@ class MySqlConnector(SourceConnector):
     positions = MYSQL_POSITIONS
     #: ``source.connector`` of the events.
     name: ClassVar[str] = "mysql"
-
-    def validate(self, config: Config) -> list[ConfigProblem]:
-        return super().validate(config) + schemas_unsupported(config, "the MySQL/MariaDB source")
 
     def task_class(self) -> type[SourceTask]:
         return MySqlTask
@@ -130,6 +128,7 @@ class MySqlTask(SourceTask):
             skipped=frozenset(op for op in s["skipped.operations"] if op != "none"),
             extra_offset=self._schema_offset,
             failures=FailureHandling(s["event.processing.failure.handling.mode"]),
+            schemas=table_schemas(self.kind, self.modes, SchemaSettings.from_settings(s)),
         )
         self.records = BinlogRecords(
             conn=self.conn,

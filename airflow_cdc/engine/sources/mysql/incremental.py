@@ -44,7 +44,6 @@ from airflow_cdc.engine.snapshots.chunks import (
 )
 from airflow_cdc.engine.snapshots.filter_check import FilterSyntax, Quote, Reading, check_single_predicate
 from airflow_cdc.engine.sources.mysql.changes import ChangeBuilder, RowPlan
-from airflow_cdc.engine.sources.mysql.changes import plan as row_plan
 from airflow_cdc.engine.sources.mysql.chunk_connection import WindowConnection
 from airflow_cdc.engine.sources.mysql.chunk_connection import engine_errors as _engine_errors
 from airflow_cdc.engine.sources.mysql.chunk_keys import compare, compare_args, key_text, quote
@@ -247,7 +246,7 @@ class MySqlChunkSource:
         shape, topic = row_shape(table), self.topic_of(plan.name)
 
         def streamed_plan() -> RowPlan:  # the stream's definition (the same shape), at release
-            return row_plan(self._table(plan.name) or table, topic, self._modes, snapshot=True)
+            return self._builder.plan(self._table(plan.name) or table, topic, self._modes, snapshot=True)
 
         def current() -> bool:
             return row_shape(self._table(plan.name)) == shape

@@ -7,7 +7,7 @@ from collections.abc import Callable, Iterator, Sequence
 from typing import Any
 
 from airflow_cdc.engine.records import Partition, PositionMarker, SourceRecord
-from airflow_cdc.engine.sources.mysql.changes import ChangeBuilder, plan
+from airflow_cdc.engine.sources.mysql.changes import ChangeBuilder
 from airflow_cdc.engine.sources.mysql.ddl import Table
 from airflow_cdc.engine.sources.mysql.snapshot import ConsistentSnapshot, TableChangedError
 from airflow_cdc.engine.sources.mysql.types import ValueModes
@@ -62,7 +62,7 @@ class SnapshotRecords:
             held: Sequence[Any] | None = None  # a row is labelled once it is known whether another follows
             while key in definitions:
                 table = definitions[key]
-                rows = plan(table, self._topic(*key), self._modes, snapshot=True)
+                rows = self._builder.plan(table, self._topic(*key), self._modes, snapshot=True)
                 try:
                     for values in self._snapshot.rows(table, self._fetch):
                         if held is not None:

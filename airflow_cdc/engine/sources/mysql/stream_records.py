@@ -21,7 +21,7 @@ from airflow_cdc.engine.errors import DecodeError
 from airflow_cdc.engine.failures import FailureHandling
 from airflow_cdc.engine.records import Partition, PositionMarker, SourceRecord
 from airflow_cdc.engine.sources.mysql.binlog import Begin, BinlogReader, EventSource, Position, RowEvent, SchemaChange
-from airflow_cdc.engine.sources.mysql.changes import ChangeBuilder, RowPlan, plan
+from airflow_cdc.engine.sources.mysql.changes import ChangeBuilder, RowPlan
 from airflow_cdc.engine.sources.mysql.ddl import Table
 from airflow_cdc.engine.sources.mysql.row_decoder import RowDecoder, compile_table
 from airflow_cdc.engine.sources.mysql.schema import SchemaHistory
@@ -120,7 +120,7 @@ class BinlogRecords:
             return
         rows = self._plans.get(key)
         if rows is None or rows.table is not table:
-            rows = self._plans[key] = plan(table, self._topic(*key), self._modes, snapshot=False)
+            rows = self._plans[key] = self._builder.plan(table, self._topic(*key), self._modes, snapshot=False)
         converted: list[SourceRecord] = []  # the whole event, or nothing (a failure converts it again)
         for change in changes:
             converted.extend(self._builder.changes(rows, change))

@@ -89,6 +89,8 @@ class MySqlColumn:
     #: COLUMN_DEFAULT as the server gives it (MariaDB quotes literals: "'2001-02-03'", and says
     #: NULL; MySQL does neither): Debezium emits it for a zero date in a NOT NULL column.
     default: str | None = None
+    #: COLUMN_COMMENT (None when empty): Debezium's schema gives it as the field's ``doc``.
+    comment: str | None = None
 
     @classmethod
     def from_information_schema(cls, row: Mapping[str, Any]) -> MySqlColumn:
@@ -107,6 +109,7 @@ class MySqlColumn:
             fsp=_optional_int(get("DATETIME_PRECISION")),
             unsigned=" unsigned" in column_type or " zerofill" in column_type,
             default=_optional_text(get("COLUMN_DEFAULT")),
+            comment=_optional_text(get("COLUMN_COMMENT")) or None,
         )
 
 

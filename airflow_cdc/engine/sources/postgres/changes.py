@@ -19,12 +19,13 @@ from collections.abc import Callable, Mapping
 from dataclasses import dataclass
 from typing import Any
 
+from airflow_cdc.engine.connect_schema import SchemaSettings
 from airflow_cdc.engine.envelope import Op, change_value, message_value, source_builder
 from airflow_cdc.engine.records import Offset, Partition, PositionMarker, SourceRecord
 from airflow_cdc.engine.snapshots.events import Watermark
 from airflow_cdc.engine.sources.postgres import pgoutput
 from airflow_cdc.engine.sources.postgres.catalog import Catalog, TableFilter
-from airflow_cdc.engine.sources.postgres.connect_schema import SchemaSettings, message_schemas
+from airflow_cdc.engine.sources.postgres.connect_schema import message_schemas
 from airflow_cdc.engine.sources.postgres.fallbacks import fallback_value
 from airflow_cdc.engine.sources.postgres.pgoutput import UNCHANGED_TOAST, ColumnValue
 from airflow_cdc.engine.sources.postgres.types import (

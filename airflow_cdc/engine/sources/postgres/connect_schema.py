@@ -14,13 +14,13 @@ add the ``__debezium.source.column.*`` parameters (PropagateSourceMetadataToSche
 from __future__ import annotations
 
 import functools
-import re
-from collections.abc import Callable, Mapping, Sequence
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 from dataclasses import field as dataclass_field
 from typing import Any
 
 from airflow_cdc.engine import connect_schema as cs
+from airflow_cdc.engine.connect_schema import SchemaSettings
 from airflow_cdc.engine.sources.postgres.types import TypeInfo, ValueModes, temporal_precision
 
 #: Debezium's PostgreSQL source struct: the common head, then these (PostgresSourceInfoStructMaker).
@@ -68,36 +68,6 @@ def message_schemas(binary_mode: str) -> cs.ConnectSchemas:
             version=1,
         ),
     )
-
-
-@dataclass(frozen=True)
-class SchemaSettings:
-    """Whether the sources build schemas at all, and which columns carry their source type."""
-
-    enabled: bool = False
-    by_column: Sequence[re.Pattern[str]] = ()
-    by_type: Sequence[re.Pattern[str]] = ()
-    #: Schemas of the initial snapshot, where Debezium reads the columns' sizes from JDBC's
-    #: metadata instead of a RELATION message (schema_facts.source_size).
-    snapshot: bool = False
-
-    @classmethod
-    def from_settings(cls, settings: Mapping[str, Any]) -> SchemaSettings:
-        # Debezium matches these case-insensitively against the whole name (Predicates.includes).
-        def compiled(key: str) -> tuple[re.Pattern[str], ...]:
-            return tuple(re.compile(p, re.IGNORECASE) for p in settings.get(key) or ())
-
-        return cls(
-            bool(settings.get(cs.KEY_SCHEMAS_ENABLE) or settings.get(cs.VALUE_SCHEMAS_ENABLE)),
-            compiled("column.propagate.source.type"),
-            compiled("datatype.propagate.source.type"),
-        )
-
-    def propagates(self, schema: str, table: str, column: str, type_name: str) -> bool:
-        """Debezium's column mappers: ``schema.table.column`` or ``schema.table.type`` matches."""
-        return any(p.fullmatch(f"{schema}.{table}.{column}") for p in self.by_column) or any(
-            p.fullmatch(f"{schema}.{table}.{type_name}") for p in self.by_type
-        )
 
 
 @dataclass

@@ -12,6 +12,7 @@ from typing import Any
 import psycopg
 
 from airflow_cdc.engine.config import Config
+from airflow_cdc.engine.connect_schema import SchemaSettings
 from airflow_cdc.engine.connector import SourceConnector, SourceTask, TaskContext
 from airflow_cdc.engine.errors import CdcError, ConfigProblem, RetriableError
 from airflow_cdc.engine.notifications import InitialSnapshotNotifications
@@ -27,7 +28,6 @@ from airflow_cdc.engine.sources.postgres.changes import (
     plan_table,
 )
 from airflow_cdc.engine.sources.postgres.config import POSTGRES_CONFIG
-from airflow_cdc.engine.sources.postgres.connect_schema import SchemaSettings
 from airflow_cdc.engine.sources.postgres.incremental import PostgresChunkSource
 from airflow_cdc.engine.sources.postgres.link import ReplicationLink
 from airflow_cdc.engine.sources.postgres.positions import POSTGRES_POSITIONS, lsn_offset

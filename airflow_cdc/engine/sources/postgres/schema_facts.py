@@ -9,13 +9,9 @@ import time
 from collections.abc import Sequence
 from typing import TYPE_CHECKING, Any
 
+from airflow_cdc.engine.connect_schema import SchemaSettings
 from airflow_cdc.engine.sources.postgres.catalog import Catalog, default_literal
-from airflow_cdc.engine.sources.postgres.connect_schema import (
-    ColumnFacts,
-    SchemaSettings,
-    source_parameters,
-    table_schemas,
-)
+from airflow_cdc.engine.sources.postgres.connect_schema import ColumnFacts, source_parameters, table_schemas
 from airflow_cdc.engine.sources.postgres.fallbacks import fallback_value
 from airflow_cdc.engine.sources.postgres.types import ValueModes, converter_for
 

@@ -8,6 +8,7 @@ import re
 from collections.abc import Callable
 from typing import Any
 
+from airflow_cdc.engine.sources.mysql.ddl.debezium_columns import column as debezium_column
 from airflow_cdc.engine.sources.mysql.ddl.statements import read_type
 from airflow_cdc.engine.sources.mysql.ddl.tokens import unquote
 from airflow_cdc.engine.sources.mysql.types import MySqlColumn
@@ -64,6 +65,7 @@ def column_row(name: str, definition: str, table_charset: str) -> dict[str, Any]
         "NUMERIC_SCALE": scale,
         "DATETIME_PRECISION": (numbers[0] if numbers else 0) if data_type in _TEMPORAL_TYPES else None,
         "COLUMN_DEFAULT": _default(definition),
+        "COLUMN_COMMENT": debezium_column(name, definition, table_charset).comment,
     }
 
 

@@ -1,0 +1,102 @@
+"""The Connect schemas of MySQL/MariaDB tables (ADR 0024, MySQL section): built from the schema
+history's definitions, once per definition; the oracle (test_mariadb_schemas_oracle.py) checks
+them against Debezium's, these check the pieces without a server."""
+
+from __future__ import annotations
+
+import re
+
+from airflow_cdc.engine.connect_schema import SchemaSettings
+from airflow_cdc.engine.sources.mysql import ddl
+from airflow_cdc.engine.sources.mysql.changes import ChangeBuilder
+from airflow_cdc.engine.sources.mysql.connect_schema import TableSchemas, table_schemas
+from airflow_cdc.engine.sources.mysql.ddl.information_schema import column
+from airflow_cdc.engine.sources.mysql.types import ValueModes
+
+ON = SchemaSettings(enabled=True)
+
+
+def _table(*definitions: str, key: tuple[str, ...] = ("id",)) -> ddl.Table:
+    columns = tuple(column(d.split(" ", 1)[0], d.split(" ", 1)[1], "utf8mb4") for d in definitions)
+    return ddl.Table("db", "t", columns, key)
+
+
+def _fields(schemas, side: str = "after") -> dict[str, dict]:
+    envelope = schemas.value_schema
+    row = next(f for f in envelope["fields"] if f["field"] == side)
+    return {f["field"]: f for f in row["fields"]}
+
+
+def test_no_builder_without_schemas_so_rows_take_the_old_path() -> None:
+    assert table_schemas("mariadb", ValueModes(), SchemaSettings()) is None
+    builder = ChangeBuilder(connector="mariadb", server="p", partition={}, tombstones=True, skipped=frozenset(),
+                            extra_offset=dict)  # fmt: skip
+    assert builder.plan(_table("id int not null"), "p.db.t", ValueModes(), snapshot=False).schemas is None
+
+
+def test_key_value_and_envelope_names_types_optionality_and_defaults() -> None:
+    table = _table(
+        "id int not null",
+        "n int unsigned default 5",
+        "d decimal(10,2) not null default '1.50'",
+        "dt datetime(6)",
+        "ts timestamp(3) null default current_timestamp(3)",
+        "e enum('a','b') not null default 'b'",
+        "b bit(3)",
+        "c varchar(20) comment 'a note'",
+    )
+    schemas = TableSchemas("mariadb", ValueModes(), ON)(table, "p.db.t")
+    assert schemas.key_schema == {
+        "type": "struct",
+        "fields": [{"type": "int32", "optional": False, "field": "id"}],
+        "optional": False,
+        "name": "p.db.t.Key",
+    }
+    assert schemas.value_schema["name"] == "p.db.t.Envelope"
+    source = next(f for f in schemas.value_schema["fields"] if f["field"] == "source")
+    assert source["name"] == "io.debezium.connector.mariadb.Source"
+    fields = _fields(schemas)
+    assert fields["n"] == {"type": "int64", "optional": True, "default": 5, "field": "n"}
+    assert fields["d"]["parameters"] == {"scale": "2", "connect.decimal.precision": "10"}
+    assert fields["d"]["default"] == "AJY="  # 150 unscaled
+    assert fields["dt"]["name"] == "io.debezium.time.MicroTimestamp"
+    assert fields["ts"]["default"] == "1970-01-01T00:00:00Z"
+    assert fields["e"]["parameters"] == {"allowed": "a,b"} and fields["e"]["default"] == "b"
+    assert fields["b"]["parameters"] == {"length": "3"}
+    assert fields["c"]["doc"] == "a note"
+
+
+def test_modes_change_the_schemas() -> None:
+    table = _table("id int not null", "d decimal(10,2)", "bu bigint unsigned", "t time", "bl blob")
+    modes = ValueModes(decimal="string", bigint_unsigned="precise", time_precision="connect", binary="hex")
+    fields = _fields(TableSchemas("mysql", modes, ON)(table, "p.db.t"))
+    assert fields["d"]["type"] == "string"
+    assert fields["bu"]["name"] == "org.apache.kafka.connect.data.Decimal"
+    assert fields["bu"]["parameters"] == {"scale": "0", "connect.decimal.precision": "20"}
+    assert fields["t"]["name"] == "org.apache.kafka.connect.data.Time"
+    assert fields["bl"]["type"] == "string"
+
+
+def test_propagated_source_types_only_in_the_value_and_only_where_they_match() -> None:
+    settings = SchemaSettings(True, (re.compile(r"db\.t\.v", re.I),), (re.compile(r".+\.DECIMAL", re.I),))
+    table = _table("id int(11) not null", "v varchar(20)", "d decimal(10,2)", "x int")
+    schemas = TableSchemas("mariadb", ValueModes(), settings)(table, "p.db.t")
+    fields = _fields(schemas)
+    assert fields["v"]["parameters"] == {
+        "__debezium.source.column.type": "VARCHAR",
+        "__debezium.source.column.length": "20",
+        "__debezium.source.column.name": "v",
+    }
+    assert fields["d"]["parameters"]["__debezium.source.column.scale"] == "2"
+    assert "parameters" not in fields["x"] and "parameters" not in schemas.key_schema["fields"][0]
+
+
+def test_built_once_per_definition() -> None:
+    schemas = TableSchemas("mariadb", ValueModes(), ON)
+    table = _table("id int not null", "a int")
+    first = schemas(table, "p.db.t")
+    assert schemas(table, "p.db.t") is first
+    altered = ddl.apply("alter table t modify a bigint", "db", {("db", "t"): table})
+    assert altered is not None and not isinstance(altered, ddl.Unknown)
+    again = schemas(altered.tables[("db", "t")], "p.db.t")
+    assert again is not first and _fields(again)["a"]["type"] == "int64"
