@@ -86,22 +86,31 @@ def _session(server: Any, database: str) -> Any:
 class Captures:
     """Both sides of every variant over one database."""
 
-    def __init__(self, server: Any, database: str, bootstrap: str, connect: ConnectClient) -> None:
+    def __init__(
+        self,
+        server: Any,
+        database: str,
+        bootstrap: str,
+        connect: ConnectClient,
+        variants: tuple[Variant, ...] = VARIANTS,
+        snapshot_rows: int = cases.EVENT_SNAPSHOT_ROWS,
+    ) -> None:
         self.server, self.database, self.bootstrap, self.connect = server, database, bootstrap, connect
+        self.variants, self.snapshot_rows = variants, snapshot_rows
         run = uuid.uuid4().hex[:6]
-        self.prefixes = {v.name: (f"mdbz_{run}_{i}", f"mours_{run}_{i}") for i, v in enumerate(VARIANTS)}
+        self.prefixes = {v.name: (f"mdbz_{run}_{i}", f"mours_{run}_{i}") for i, v in enumerate(variants)}
         # Replicas of one server need distinct server ids; other tests share the server.
         self.server_id = 200_000 + int(run, 16) % 1_000_000
         self.sinks: list[KafkaSink] = []
         self.runners: list[EngineRunner] = []
 
-    def prepare(self) -> None:
+    def prepare(self, statements: tuple[str, ...] = (*cases.EVENT_SCHEMA, *cases.EVENT_SNAPSHOT)) -> None:
         with _session(self.server, self.database) as conn, conn.cursor() as cur:
-            for statement in (*cases.EVENT_SCHEMA, *cases.EVENT_SNAPSHOT):
+            for statement in statements:
                 cur.execute(statement)
 
     def start(self) -> None:
-        for n, variant in enumerate(VARIANTS):
+        for n, variant in enumerate(self.variants):
             theirs, ours = self.prefixes[variant.name]
             config = common_config(self.server, self.database, variant, theirs, self.server_id + 2 * n)
             debezium_only = {
@@ -115,12 +124,12 @@ class Captures:
                 "value.converter.schemas.enable": "false",
                 "value.converter.replace.null.with.default": "false",
             }
-            self.connect.create(theirs, {**config, **debezium_only})
+            self.connect.create(theirs, {**config, **debezium_only, **variant.settings})
             self._start_ours(common_config(self.server, self.database, variant, ours, self.server_id + 2 * n + 1))
-        for variant in VARIANTS:
+        for variant in self.variants:
             self.connect.wait_running(self.prefixes[variant.name][0], timeout=120)
         for prefix in self.all_prefixes():
-            wait_until(lambda p=prefix: self.count(p, "r") >= cases.EVENT_SNAPSHOT_ROWS, 180, f"{prefix}'s snapshot")
+            wait_until(lambda p=prefix: self.count(p, "r") >= self.snapshot_rows, 180, f"{prefix}'s snapshot")
 
     def _start_ours(self, config: dict[str, Any]) -> None:
         prefix = config["topic.prefix"]
@@ -128,7 +137,7 @@ class Captures:
         sink = KafkaSink({"sink.kafka.producer.bootstrap.servers": self.bootstrap})
         sink.__enter__()
         self.sinks.append(sink)
-        runner = EngineRunner(Engine(config, batch_handler=sink, serializer=JsonSerializer()))
+        runner = EngineRunner(Engine(config, batch_handler=sink, serializer=JsonSerializer.from_config(config)))
         runner.__enter__()
         self.runners.append(runner)
 
@@ -176,7 +185,7 @@ class Captures:
                 read_topics(self.bootstrap, self.prefixes[v.name][0]),
                 read_topics(self.bootstrap, self.prefixes[v.name][1]),
             )
-            for v in VARIANTS
+            for v in self.variants
         }
 
     def stop(self) -> None:

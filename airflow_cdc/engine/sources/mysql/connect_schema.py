@@ -16,22 +16,21 @@ the ``__debezium.source.column.*`` parameters with the type as the DDL spells it
 
 from __future__ import annotations
 
-import datetime as dt
-import re
-from collections.abc import Callable
-from decimal import Decimal, InvalidOperation
+import functools
 from typing import Any
 
 from airflow_cdc.engine import connect_schema as cs
 from airflow_cdc.engine.connect_schema import SchemaSettings
+from airflow_cdc.engine.sources.mysql.column_defaults import default_value
 from airflow_cdc.engine.sources.mysql.ddl import Table
 from airflow_cdc.engine.sources.mysql.ddl.debezium_columns import column as debezium_column
 from airflow_cdc.engine.sources.mysql.structured import GEOMETRY_TYPES, bit_length
-from airflow_cdc.engine.sources.mysql.types import MySqlColumn, ValueModes, enum_options, snapshot_converter
+from airflow_cdc.engine.sources.mysql.types import MySqlColumn, ValueModes, enum_options
 
-__all__ = ["TableSchemas", "column_schema", "source_schema", "table_schemas"]
+__all__ = ["TableSchemas", "column_schema", "schema_change_schemas", "source_schema", "table_schemas"]
 
 
+@functools.cache
 def source_schema(connector: str) -> cs.Schema:
     """Debezium's MySQL/MariaDB source struct: the common head, then these
     (BinlogSourceInfoStructMaker); named by the connector (``mysql``, ``mariadb``)."""
@@ -49,6 +48,88 @@ def source_schema(connector: str) -> cs.Schema:
             cs.field("query", cs.schema("string", optional=True)),
         ],
         version=1,
+    )
+
+
+def _strings(optional: bool = True) -> cs.Schema:
+    return cs.schema("array", optional=optional, items=cs.schema("string"))
+
+
+_OPTIONAL = {
+    "string": cs.schema("string", optional=True),
+    "int32": cs.schema("int32", optional=True),
+    "boolean": cs.schema("boolean", optional=True),
+}
+#: ConnectTableChangeSerializer's change struct (SchemaFactory.schemaHistoryChangeSchema).
+_TABLE_CHANGE = cs.struct(
+    "io.debezium.connector.schema.Change",
+    [
+        cs.field("type", cs.schema("string")),
+        cs.field("id", cs.schema("string")),
+        cs.field(
+            "table",
+            cs.struct(
+                "io.debezium.connector.schema.Table",
+                [
+                    cs.field("defaultCharsetName", _OPTIONAL["string"]),
+                    cs.field("primaryKeyColumnNames", _strings()),
+                    cs.field(
+                        "columns",
+                        cs.schema(
+                            "array",
+                            items=cs.struct(
+                                "io.debezium.connector.schema.Column",
+                                [
+                                    cs.field("name", cs.schema("string")),
+                                    cs.field("jdbcType", cs.schema("int32")),
+                                    cs.field("nativeType", _OPTIONAL["int32"]),
+                                    cs.field("typeName", cs.schema("string")),
+                                    cs.field("typeExpression", _OPTIONAL["string"]),
+                                    cs.field("charsetName", _OPTIONAL["string"]),
+                                    cs.field("length", _OPTIONAL["int32"]),
+                                    cs.field("scale", _OPTIONAL["int32"]),
+                                    cs.field("position", cs.schema("int32")),
+                                    cs.field("optional", _OPTIONAL["boolean"]),
+                                    cs.field("autoIncremented", _OPTIONAL["boolean"]),
+                                    cs.field("generated", _OPTIONAL["boolean"]),
+                                    cs.field("comment", _OPTIONAL["string"]),
+                                    cs.field("defaultValueExpression", _OPTIONAL["string"]),
+                                    cs.field("enumValues", _strings()),
+                                ],
+                                version=1,
+                            ),
+                        ),
+                    ),
+                    cs.field("comment", _OPTIONAL["string"]),
+                ],
+                optional=True,
+                version=1,
+            ),
+        ),
+    ],
+    version=1,
+)
+
+
+@functools.cache
+def schema_change_schemas(connector: str) -> cs.ConnectSchemas:
+    """The schema change topic's key and value (SchemaFactory.schemaHistoryConnectorKeySchema
+    and ...ValueSchema): ``io.debezium.connector.<connector>.SchemaChangeKey`` / ``...Value``."""
+    prefix = f"io.debezium.connector.{connector}"
+    return cs.ConnectSchemas.of(
+        cs.struct(f"{prefix}.SchemaChangeKey", [cs.field("databaseName", cs.schema("string"))], version=1),
+        cs.struct(
+            f"{prefix}.SchemaChangeValue",
+            [
+                cs.field("source", source_schema(connector)),
+                cs.field("ts_ms", cs.schema("int64")),
+                cs.field("databaseName", _OPTIONAL["string"]),
+                cs.field("schemaName", _OPTIONAL["string"]),
+                cs.field("ddl", _OPTIONAL["string"]),
+                cs.field("tableChanges", cs.schema("array", items=_TABLE_CHANGE)),
+            ],
+            version=1,
+        ),
     )
 
 
@@ -250,78 +331,3 @@ def column_schema(column: MySqlColumn, modes: ValueModes) -> cs.Schema | None:
     if fixed is not None:
         return dict(fixed)
     return _by_kind(column, modes)
-
-
-# --- defaults --------------------------------------------------------------------------------
-
-_EPOCH = dt.datetime(1970, 1, 1)
-_NOW = re.compile(r"^(current_timestamp|now|localtime|localtimestamp)\s*(\(\s*\d*\s*\))?$", re.I)
-_TIME = re.compile(r"^(-)?(\d+):(\d\d)(?::(\d\d)(?:\.(\d+))?)?$")
-
-
-def default_value(column: MySqlColumn, modes: ValueModes) -> Any:
-    """The column's default as Debezium's schema carries it (its converter's JSON of the
-    literal), or None: no default, NULL, or an expression Debezium cannot read."""
-    raw = column.default
-    if raw is None or raw.upper() == "NULL":
-        return None
-    quoted = len(raw) >= 2 and raw[0] == raw[-1] == "'"
-    literal = raw[1:-1].replace("''", "'") if quoted else raw
-    try:
-        value = _python_value(column, literal, quoted)
-    except (ValueError, InvalidOperation, ArithmeticError):
-        return None
-    if value is None:
-        return None
-    convert = snapshot_converter(column, modes)
-    if convert is None:
-        return None
-    try:
-        return convert(value)
-    except (ValueError, TypeError, ArithmeticError):
-        return None
-
-
-_PARSERS: dict[str, Callable[[str], Any]] = {
-    "date": dt.date.fromisoformat,
-    "datetime": dt.datetime.fromisoformat,
-    "timestamp": dt.datetime.fromisoformat,
-    "decimal": Decimal,
-    "numeric": Decimal,
-    "float": float,
-    "double": float,
-    "real": float,
-    "year": int,
-}
-
-
-def _python_value(column: MySqlColumn, literal: str, quoted: bool) -> Any:
-    """``literal`` as PyMySQL would return the column's value (what snapshot_converter takes)."""
-    kind = column.data_type
-    if kind in ("datetime", "timestamp") and not quoted and _NOW.match(literal):
-        return _EPOCH
-    if kind in ("tinyint", "smallint", "mediumint", "int", "integer", "bigint", "boolean", "bool"):
-        lowered = literal.strip().lower()
-        return 1 if lowered == "true" else 0 if lowered == "false" else int(Decimal(lowered))
-    parse = _PARSERS.get(kind)
-    if parse is not None:
-        return parse(literal.strip())
-    if kind == "time":
-        return _timedelta(literal.strip())
-    if kind in _TEXTS or kind in ("enum", "set"):
-        return literal  # MySQL writes a text literal unquoted, MariaDB quoted
-    return None  # binary, bit, json, geometry: not converted here
-
-
-def _timedelta(text: str) -> dt.timedelta | None:
-    match = _TIME.match(text)
-    if match is None:
-        return None
-    sign, hours, minutes, seconds, fraction = match.groups()
-    delta = dt.timedelta(
-        hours=int(hours),
-        minutes=int(minutes),
-        seconds=int(seconds or 0),
-        microseconds=int((fraction or "0")[:6].ljust(6, "0")),
-    )
-    return -delta if sign else delta

@@ -29,7 +29,7 @@ from airflow_cdc.engine.sources.mysql import connect_errors
 from airflow_cdc.engine.sources.mysql.binlog import BinlogPurgedError, BinlogReader
 from airflow_cdc.engine.sources.mysql.changes import ChangeBuilder
 from airflow_cdc.engine.sources.mysql.config import MYSQL_CONFIG
-from airflow_cdc.engine.sources.mysql.connect_schema import table_schemas
+from airflow_cdc.engine.sources.mysql.connect_schema import schema_change_schemas, table_schemas
 from airflow_cdc.engine.sources.mysql.ddl import Table
 from airflow_cdc.engine.sources.mysql.filters import TableFilter
 from airflow_cdc.engine.sources.mysql.gtid_windows import GtidWindows
@@ -288,6 +288,7 @@ class MySqlTask(SourceTask):
                 partition=self.partition,
                 captured=self.filter,
                 database_captured=self.filter.database,
+                schemas=schema_change_schemas(self.kind) if self.builder.schemas is not None else None,
             )
         return events
 

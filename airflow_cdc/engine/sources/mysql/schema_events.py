@@ -32,6 +32,7 @@ from typing import Any
 
 import pymysql
 
+from airflow_cdc.engine.connect_schema import ConnectSchemas
 from airflow_cdc.engine.records import Partition, SourceRecord
 from airflow_cdc.engine.sources.mysql import table_changes
 from airflow_cdc.engine.sources.mysql.binlog import SchemaChange
@@ -109,6 +110,7 @@ class SchemaChangeEvents:
         captured: Callable[[str, str], bool],
         database_captured: Callable[[str], bool],
         charsets: dict[str, str] | None = None,
+        schemas: ConnectSchemas | None = None,
     ) -> None:
         self._builder, self.topic, self._partition = builder, topic, partition
         self._captured, self._database_captured = captured, database_captured
@@ -116,6 +118,8 @@ class SchemaChangeEvents:
         #: Each database's default charset (read from the server when first needed).
         self._charsets: dict[str, str] = dict(charsets or {})
         self._server_charset: str | None = None
+        #: The records' Connect schemas, when a converter writes schemas.
+        self._schemas = schemas
 
     # -- the initial snapshot ----------------------------------------------------------------
     def snapshot(self, conn: Any, keys: Sequence[TableKey], offset: dict[str, Any]) -> list[SourceRecord]:
@@ -303,7 +307,7 @@ class SchemaChangeEvents:
             "tableChanges": change.table_changes(),
         }
         key = {"databaseName": change.database}
-        return SourceRecord(self.topic, key, value, self._partition, offset, source["ts_ms"])
+        return SourceRecord(self.topic, key, value, self._partition, offset, source["ts_ms"], schemas=self._schemas)
 
 
 _SCHEMATA = "SELECT schema_name, default_character_set_name, default_collation_name FROM information_schema.schemata"
