@@ -41,6 +41,8 @@ def test_key_value_and_envelope_names_types_optionality_and_defaults() -> None:
         "d decimal(10,2) not null default '1.50'",
         "dt datetime(6)",
         "ts timestamp(3) null default current_timestamp(3)",
+        "tn timestamp not null default current_timestamp",
+        "dz date default '0000-00-00'",
         "e enum('a','b') not null default 'b'",
         "b bit(3)",
         "c varchar(20) comment 'a note'",
@@ -60,17 +62,19 @@ def test_key_value_and_envelope_names_types_optionality_and_defaults() -> None:
     assert fields["d"]["parameters"] == {"scale": "2", "connect.decimal.precision": "10"}
     assert fields["d"]["default"] == "AJY="  # 150 unscaled
     assert fields["dt"]["name"] == "io.debezium.time.MicroTimestamp"
-    assert fields["ts"]["default"] == "1970-01-01T00:00:00Z"
+    # CURRENT_TIMESTAMP is the epoch, which BinlogDefaultValueConverter drops in a nullable column
+    assert "default" not in fields["ts"] and fields["tn"]["default"] == "1970-01-01T00:00:00Z"
+    assert "default" not in fields["dz"]
     assert fields["e"]["parameters"] == {"allowed": "a,b"} and fields["e"]["default"] == "b"
     assert fields["b"]["parameters"] == {"length": "3"}
     assert fields["c"]["doc"] == "a note"
 
 
 def test_modes_change_the_schemas() -> None:
-    table = _table("id int not null", "d decimal(10,2)", "bu bigint unsigned", "t time", "bl blob")
+    table = _table("id int not null", "d decimal(10,2) default 0", "bu bigint unsigned", "t time", "bl blob")
     modes = ValueModes(decimal="string", bigint_unsigned="precise", time_precision="connect", binary="hex")
     fields = _fields(TableSchemas("mysql", modes, ON)(table, "p.db.t"))
-    assert fields["d"]["type"] == "string"
+    assert fields["d"]["type"] == "string" and fields["d"]["default"] == "0.00"  # the scale's digits
     assert fields["bu"]["name"] == "org.apache.kafka.connect.data.Decimal"
     assert fields["bu"]["parameters"] == {"scale": "0", "connect.decimal.precision": "20"}
     assert fields["t"]["name"] == "org.apache.kafka.connect.data.Time"
@@ -79,7 +83,7 @@ def test_modes_change_the_schemas() -> None:
 
 def test_propagated_source_types_only_in_the_value_and_only_where_they_match() -> None:
     settings = SchemaSettings(True, (re.compile(r"db\.t\.v", re.I),), (re.compile(r".+\.DECIMAL", re.I),))
-    table = _table("id int(11) not null", "v varchar(20)", "d decimal(10,2)", "x int")
+    table = _table("id int(11) not null", "v varchar(20)", "d decimal(10,2)", "x int", "i integer")
     schemas = TableSchemas("mariadb", ValueModes(), settings)(table, "p.db.t")
     fields = _fields(schemas)
     assert fields["v"]["parameters"] == {
@@ -89,6 +93,10 @@ def test_propagated_source_types_only_in_the_value_and_only_where_they_match() -
     }
     assert fields["d"]["parameters"]["__debezium.source.column.scale"] == "2"
     assert "parameters" not in fields["x"] and "parameters" not in schemas.key_schema["fields"][0]
+    all_columns = SchemaSettings(True, (re.compile(".*"),))
+    fields = _fields(TableSchemas("mariadb", ValueModes(), all_columns)(table, "p.db.t"))
+    # the type as the statement spells it (a streamed CREATE TABLE), as Debezium's parser keeps it
+    assert fields["i"]["parameters"]["__debezium.source.column.type"] == "INTEGER"
 
 
 def test_built_once_per_definition() -> None:

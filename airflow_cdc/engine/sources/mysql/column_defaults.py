@@ -11,7 +11,7 @@ from __future__ import annotations
 import datetime as dt
 import re
 from collections.abc import Callable
-from decimal import Decimal, InvalidOperation
+from decimal import ROUND_HALF_UP, Decimal, InvalidOperation
 from typing import Any
 
 from airflow_cdc.engine.sources.mysql.types import MySqlColumn, ValueModes, snapshot_converter
@@ -19,6 +19,9 @@ from airflow_cdc.engine.sources.mysql.types import MySqlColumn, ValueModes, snap
 _TEXTS = frozenset(("char", "varchar", "tinytext", "text", "mediumtext", "longtext"))
 
 _EPOCH = dt.datetime(1970, 1, 1)
+_EPOCH_TEXT = "1970-01-01 00:00:00"
+#: Zero dates (EPOCH_EQUIVALENT_DATE / _TIMESTAMP).
+_ZERO = re.compile(r"^(\d{4}-\d{2}-00|\d{4}-00-\d{2}|0000-\d{2}-\d{2})( 00:00:00(\.\d{1,6})?)?$")
 _NOW = re.compile(r"^(current_timestamp|now|localtime|localtimestamp)\s*(\(\s*\d*\s*\))?$", re.I)
 _TIME = re.compile(r"^(-)?(\d+):(\d\d)(?::(\d\d)(?:\.(\d+))?)?$")
 
@@ -47,11 +50,6 @@ def default_value(column: MySqlColumn, modes: ValueModes) -> Any:
 
 
 _PARSERS: dict[str, Callable[[str], Any]] = {
-    "date": dt.date.fromisoformat,
-    "datetime": dt.datetime.fromisoformat,
-    "timestamp": dt.datetime.fromisoformat,
-    "decimal": Decimal,
-    "numeric": Decimal,
     "float": float,
     "double": float,
     "real": float,
@@ -62,8 +60,11 @@ _PARSERS: dict[str, Callable[[str], Any]] = {
 def _python_value(column: MySqlColumn, literal: str, quoted: bool) -> Any:
     """``literal`` as PyMySQL would return the column's value (what snapshot_converter takes)."""
     kind = column.data_type
-    if kind in ("datetime", "timestamp") and not quoted and _NOW.match(literal):
-        return _EPOCH
+    if kind in ("date", "datetime", "timestamp"):
+        return _temporal_value(column, literal.strip(), quoted)
+    if kind in ("decimal", "numeric"):
+        value = Decimal(literal.strip())  # BigDecimal.setScale(scale, HALF_UP)
+        return value if column.scale is None else value.quantize(Decimal(1).scaleb(-column.scale), ROUND_HALF_UP)
     if kind in ("tinyint", "smallint", "mediumint", "int", "integer", "bigint", "boolean", "bool"):
         lowered = literal.strip().lower()
         return 1 if lowered == "true" else 0 if lowered == "false" else int(Decimal(lowered))
@@ -75,6 +76,26 @@ def _python_value(column: MySqlColumn, literal: str, quoted: bool) -> Any:
     if kind in _TEXTS or kind in ("enum", "set"):
         return literal  # MySQL writes a text literal unquoted, MariaDB quoted
     return None  # binary, bit, json, geometry: not converted here
+
+
+def _temporal_value(column: MySqlColumn, text: str, quoted: bool) -> dt.date | None:
+    """BinlogDefaultValueConverter's dates: a zero date (and, for a ``timestamp``, the epoch,
+    which CURRENT_TIMESTAMP becomes) is no default in a nullable column, the epoch in a NOT NULL
+    one; so is a literal that does not parse. A ``timestamp``'s literal is read in the JVM's
+    zone (UTC on the oracle's worker)."""
+    kind = column.data_type
+    if not quoted and _NOW.match(text):
+        text = _EPOCH_TEXT
+    zero = text == "0" or _ZERO.match(text) is not None or (kind == "timestamp" and text == _EPOCH_TEXT)
+    fallback = None if column.nullable else (_EPOCH.date() if kind == "date" else _EPOCH)
+    if zero:
+        return fallback
+    try:
+        if kind == "date":
+            return dt.date.fromisoformat(text[:10])
+        return dt.datetime.fromisoformat(text)
+    except ValueError:
+        return fallback
 
 
 def _timedelta(text: str) -> dt.timedelta | None:

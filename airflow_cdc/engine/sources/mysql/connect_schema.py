@@ -189,7 +189,7 @@ def _propagate(built: cs.Schema, table: Table, column: MySqlColumn, settings: Sc
     if not (settings.by_column or settings.by_type):
         return
     source = debezium_column(column.name, _declared(column), None)
-    type_name = source.type_name
+    type_name = column.source_type or source.type_name
     if not settings.propagates(table.database, table.name, column.name, type_name):
         return
     parameters = {"__debezium.source.column.type": type_name.upper()}
@@ -238,16 +238,12 @@ _POINT = _named(
         cs.field("srid", cs.schema("int32", optional=True)),
     ],
 )
+#: MySQL's Geometry: MySqlGeometry's {wkb, srid}, without the extensions of PostgreSQL's.
 _GEOMETRY = _named(
     "struct",
     "io.debezium.data.geometry.Geometry",
-    2,
     doc="Geometry",
-    fields=[
-        cs.field("wkb", cs.schema("bytes")),
-        cs.field("srid", cs.schema("int32", optional=True)),
-        cs.field("extensions", cs.schema("map", optional=True, keys=cs.schema("string"), values=cs.schema("string"))),
-    ],
+    fields=[cs.field("wkb", cs.schema("bytes")), cs.field("srid", cs.schema("int32", optional=True))],
 )
 _TEXTS = frozenset(("char", "varchar", "tinytext", "text", "mediumtext", "longtext"))
 _BINARIES = frozenset(("binary", "varbinary", "tinyblob", "blob", "mediumblob", "longblob"))

@@ -91,6 +91,9 @@ class MySqlColumn:
     default: str | None = None
     #: COLUMN_COMMENT (None when empty): Debezium's schema gives it as the field's ``doc``.
     comment: str | None = None
+    #: The type's name as a streamed statement spells it (Debezium's ``typeName``: ``INTEGER``,
+    #: ``BOOLEAN``); None for a column read from the server (SHOW CREATE TABLE's spelling).
+    source_type: str | None = None
 
     @classmethod
     def from_information_schema(cls, row: Mapping[str, Any]) -> MySqlColumn:

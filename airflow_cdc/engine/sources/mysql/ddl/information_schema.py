@@ -4,6 +4,7 @@ from the server or from a statement."""
 
 from __future__ import annotations
 
+import dataclasses
 import re
 from collections.abc import Callable
 from typing import Any
@@ -44,8 +45,15 @@ _PRECISION_AND_SCALE: dict[str, Callable[[list[int]], tuple[int | None, int | No
 
 
 def column(name: str, definition: str, table_charset: str) -> MySqlColumn:
-    """The column declared ``name definition`` (``name`` as written) in a table of ``table_charset``."""
-    return MySqlColumn.from_information_schema(column_row(unquote(name), definition, table_charset))
+    """The column declared ``name definition`` (``name`` as written) in a table of ``table_charset``,
+    with its comment and the type's name as the statement spells it (Debezium's schema shows
+    both: ``doc`` and ``__debezium.source.column.type``, ``INTEGER`` where the server says int)."""
+    declared = debezium_column(name, definition, table_charset)
+    return dataclasses.replace(
+        MySqlColumn.from_information_schema(column_row(unquote(name), definition, table_charset)),
+        comment=declared.comment or None,
+        source_type=declared.type_name,
+    )
 
 
 def column_row(name: str, definition: str, table_charset: str) -> dict[str, Any]:
@@ -65,7 +73,6 @@ def column_row(name: str, definition: str, table_charset: str) -> dict[str, Any]
         "NUMERIC_SCALE": scale,
         "DATETIME_PRECISION": (numbers[0] if numbers else 0) if data_type in _TEMPORAL_TYPES else None,
         "COLUMN_DEFAULT": _default(definition),
-        "COLUMN_COMMENT": debezium_column(name, definition, table_charset).comment,
     }
 
 
