@@ -309,7 +309,8 @@ def _by_kind(column: MySqlColumn, modes: ValueModes) -> cs.Schema | None:
     if kind in _BINARIES:
         return cs.schema("bytes" if modes.binary == "bytes" else "string")
     if kind in ("enum", "set"):
-        allowed = ",".join(enum_options(column.column_type))
+        # EnumeratedValues.toCommaSeparatedString: a backslash and a comma in an option escaped
+        allowed = ",".join(o.replace("\\", "\\\\").replace(",", "\\,") for o in enum_options(column.column_type))
         name = "io.debezium.data.Enum" if kind == "enum" else "io.debezium.data.EnumSet"
         return _named("string", name, parameters={"allowed": allowed})
     if kind == "bit":
