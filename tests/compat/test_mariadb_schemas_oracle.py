@@ -73,6 +73,11 @@ VARIANTS = (
             "bigint.unsigned.handling.mode": "precise",
         },
     ),
+    # The transaction topic's schemas and every event's transaction block; no tombstones.
+    Variant(
+        "schemas-transactions",
+        {**SCHEMAS_ON, "provide.transaction.metadata": "true", "tombstones.on.delete": "false"},
+    ),
 )
 
 #: The value oracle's tables but ``misc`` (its streamed uuid is a deliberate deviation, checked
@@ -81,15 +86,36 @@ TABLES = tuple(t for t in cases.TABLES if t != "misc")
 SCHEMA = (
     *(s for s in cases.SCHEMA if "oracle_marker" not in s),
     "create table evolving (id int primary key, a int, n int not null default 1, v varchar(20), d decimal(10,2))",
+    # No key (null keys, no key schema) and a composite key in its own order.
+    "create table keyless (at datetime, msg varchar(100) not null default '', level tinyint)",
+    "create table composite (b varchar(4) not null, a int not null, v int, primary key (a, b))",
     "create table oracle_marker (id int primary key)",
 )
-SNAPSHOT = (*cases.SNAPSHOT, "insert into evolving values (1, 10, 1, 'one', 1.25)")
-SNAPSHOT_ROWS = len(cases.SNAPSHOT) + 1
+SNAPSHOT = (
+    *cases.SNAPSHOT,
+    "insert into evolving values (1, 10, 1, 'one', 1.25)",
+    "insert into keyless values ('2024-01-01 00:00:00', 'boot', 1)",
+    "insert into composite values ('x', 1, 10)",
+)
+SNAPSHOT_ROWS = len(cases.SNAPSHOT) + 3
 
 #: Streamed before the schema changes: the snapshot's rows again (ids 10 higher), and tables
 #: created while streaming, whose schema is the statement's.
 STREAM: tuple[tuple[str, ...], ...] = (
     tuple(s for s in cases.streamed_inserts() if not s.startswith("insert into misc")),
+    # Updates, deletes (tombstones carry the key's schema), a primary-key change.
+    (
+        "update ints set ti = -1, biu = 1 where id = 11",
+        "update nums set d = 0.01 where id = 12",
+        "delete from texts where id = 13",
+        "update temporal set id = 30 where id = 13",
+        "insert into keyless values (null, 'two', 2)",
+        "update keyless set level = 3 where msg = 'boot'",
+        "delete from keyless where msg = 'two'",
+        "insert into composite values ('y', 1, 20)",
+        "update composite set v = 11 where a = 1 and b = 'x'",
+        "delete from composite where b = 'y'",
+    ),
     *cases.STREAM[4:],  # late_bool: BOOL columns a statement declares
     (
         """create table late_table (
