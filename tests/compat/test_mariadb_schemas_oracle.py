@@ -80,6 +80,18 @@ VARIANTS = (
     ),
 )
 
+#: Columns with defaults of every kind and a comment: Debezium's schema carries each default
+#: converted as the column's values are (BinlogDefaultValueConverter), the comment as ``doc``.
+DEFAULTS = """(
+    id integer not null auto_increment, code varchar(8) character set latin1 default 'x',
+    price decimal(6,2) unsigned default 0 comment 'cost', kind enum('a','b') not null default 'a',
+    at timestamp(3) null default current_timestamp(3), flag bool default true,
+    born date default '2001-02-03', t time default '01:02:03', dt datetime(6) default '2020-01-02 03:04:05.5',
+    y year default 1999, f float default 1.5, bt bit(3) default b'101', b1 bit(1) not null default b'1',
+    vb varbinary(4) default 'ab', bn binary(3) default 'a', vx varbinary(4) default x'0A0B',
+    q varchar(10) default 'q''s', tx text default 'long', dn datetime not null default current_timestamp,
+    dz date default '0000-00-00', d6 decimal(6,3) default 1.23456, primary key (id))"""
+
 #: The value oracle's tables but ``misc`` (its streamed uuid is a deliberate deviation, checked
 #: in test_mariadb_types_oracle.py), and the marker (created below).
 TABLES = tuple(t for t in cases.TABLES if t != "misc")
@@ -89,6 +101,8 @@ SCHEMA = (
     # No key (null keys, no key schema) and a composite key in its own order.
     "create table keyless (at datetime, msg varchar(100) not null default '', level tinyint)",
     "create table composite (b varchar(4) not null, a int not null, v int, primary key (a, b))",
+    # The same defaults read by the snapshot (SHOW CREATE TABLE, information_schema here).
+    f"create table early_defaults {DEFAULTS}",
     "create table oracle_marker (id int primary key)",
 )
 SNAPSHOT = (
@@ -96,8 +110,9 @@ SNAPSHOT = (
     "insert into evolving values (1, 10, 1, 'one', 1.25)",
     "insert into keyless values ('2024-01-01 00:00:00', 'boot', 1)",
     "insert into composite values ('x', 1, 10)",
+    "insert into early_defaults (code) values ('snap')",
 )
-SNAPSHOT_ROWS = len(cases.SNAPSHOT) + 3
+SNAPSHOT_ROWS = len(cases.SNAPSHOT) + 4
 
 #: Streamed before the schema changes: the snapshot's rows again (ids 10 higher), and tables
 #: created while streaming, whose schema is the statement's.
@@ -117,14 +132,7 @@ STREAM: tuple[tuple[str, ...], ...] = (
         "delete from composite where b = 'y'",
     ),
     *cases.STREAM[4:],  # late_bool: BOOL columns a statement declares
-    (
-        """create table late_table (
-            id integer not null auto_increment, code varchar(8) character set latin1 default 'x',
-            price decimal(6,2) unsigned default 0 comment 'cost', kind enum('a','b') not null default 'a',
-            at timestamp(3) null default current_timestamp(3), flag bool default true,
-            born date default '2001-02-03', t time default '01:02:03', dt datetime(6) default '2020-01-02 03:04:05.5',
-            y year default 1999, f float default 1.5, primary key (id))""",
-    ),
+    (f"create table late_table {DEFAULTS}",),
     ("insert into late_table (code, flag) values ('two', false)", "insert into late_table (code) values ('one')"),
     ("insert into oracle_marker values (1)",),
 )

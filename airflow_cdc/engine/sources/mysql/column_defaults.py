@@ -8,15 +8,20 @@ The literal is COLUMN_DEFAULT's text: MariaDB quotes a literal, MySQL does not.
 
 from __future__ import annotations
 
+import dataclasses
 import datetime as dt
 import re
 from collections.abc import Callable
 from decimal import ROUND_HALF_UP, Decimal, InvalidOperation
 from typing import Any
 
+from airflow_cdc.engine.sources.mysql.structured import bit_length
 from airflow_cdc.engine.sources.mysql.types import MySqlColumn, ValueModes, snapshot_converter
 
 _TEXTS = frozenset(("char", "varchar", "tinytext", "text", "mediumtext", "longtext"))
+_BINARIES = frozenset(("binary", "varbinary", "tinyblob", "blob", "mediumblob", "longblob"))
+_BIT_LITERAL = re.compile(r"^b'([01]*)'$", re.I)
+_HEX_LITERAL = re.compile(r"^x'([0-9a-f]*)'$", re.I)
 
 _EPOCH = dt.datetime(1970, 1, 1)
 _EPOCH_TEXT = "1970-01-01 00:00:00"
@@ -33,13 +38,18 @@ def default_value(column: MySqlColumn, modes: ValueModes) -> Any:
     if raw is None or raw.upper() == "NULL":
         return None
     quoted = len(raw) >= 2 and raw[0] == raw[-1] == "'"
-    literal = raw[1:-1].replace("''", "'") if quoted else raw
+    # Debezium's parser strips the quotes and keeps a doubled quote doubled ('q''s' is q''s).
+    literal = raw[1:-1] if quoted else raw
     try:
         value = _python_value(column, literal, quoted)
     except (ValueError, InvalidOperation, ArithmeticError):
         return None
     if value is None:
         return None
+    if column.data_type == "binary" and column.source_type is not None:
+        # A streamed statement's binary(n) default is its literal's bytes, unpadded (the
+        # snapshot's SHOW CREATE TABLE writes the padded value).
+        column = dataclasses.replace(column, data_type="varbinary")
     convert = snapshot_converter(column, modes)
     if convert is None:
         return None
@@ -75,7 +85,11 @@ def _python_value(column: MySqlColumn, literal: str, quoted: bool) -> Any:
         return _timedelta(literal.strip())
     if kind in _TEXTS or kind in ("enum", "set"):
         return literal  # MySQL writes a text literal unquoted, MariaDB quoted
-    return None  # binary, bit, json, geometry: not converted here
+    if kind == "bit":
+        return _bits(literal.strip(), quoted, column)
+    if kind in _BINARIES:
+        return _bytes(literal, quoted, column.source_type is not None)
+    return None  # json, geometry, blobs of an expression: no default
 
 
 def _temporal_value(column: MySqlColumn, text: str, quoted: bool) -> dt.date | None:
@@ -96,6 +110,30 @@ def _temporal_value(column: MySqlColumn, text: str, quoted: bool) -> dt.date | N
         return dt.datetime.fromisoformat(text)
     except ValueError:
         return fallback
+
+
+def _bits(text: str, quoted: bool, column: MySqlColumn) -> bytes | None:
+    """A bit column's default as PyMySQL returns its value (big-endian bytes): b'101', or a
+    number."""
+    match = _BIT_LITERAL.match(text)
+    if match:
+        number = int(match.group(1) or "0", 2)
+    elif not quoted and text.isdigit():
+        number = int(text)
+    else:
+        return None
+    length = bit_length(column.column_type, column.precision)
+    return number.to_bytes((length + 7) // 8, "big")
+
+
+def _bytes(literal: str, quoted: bool, streamed: bool) -> bytes | None:
+    """A binary column's default: a string literal's bytes, or x'...' - which Debezium's parser
+    reads only from SHOW CREATE TABLE, where the server writes it as a string; a streamed
+    statement's x'...' gives no default."""
+    match = _HEX_LITERAL.match(literal.strip())
+    if match:
+        return None if streamed else bytes.fromhex(match.group(1))
+    return literal.encode("utf-8") if quoted else None
 
 
 def _timedelta(text: str) -> dt.timedelta | None:

@@ -76,7 +76,7 @@ def column_row(name: str, definition: str, table_charset: str) -> dict[str, Any]
     }
 
 
-_DEFAULT = re.compile(r"\bdefault\s+(?P<literal>'(?:[^'\\]|''|\\.)*'|[-+\w.:]+)", re.I)
+_DEFAULT = re.compile(r"\bdefault\s+(?P<literal>'(?:[^'\\]|''|\\.)*'|[bx]'[0-9a-f]*'|[-+\w.:]+)", re.I)
 
 
 def _default(definition: str) -> str | None:
