@@ -4,11 +4,13 @@ them against Debezium's, these check the pieces without a server."""
 
 from __future__ import annotations
 
+import dataclasses
 import re
 
 from airflow_cdc.engine.connect_schema import SchemaSettings
 from airflow_cdc.engine.sources.mysql import ddl
 from airflow_cdc.engine.sources.mysql.changes import ChangeBuilder
+from airflow_cdc.engine.sources.mysql.column_defaults import default_value
 from airflow_cdc.engine.sources.mysql.connect_schema import TableSchemas, table_schemas
 from airflow_cdc.engine.sources.mysql.ddl.information_schema import column
 from airflow_cdc.engine.sources.mysql.types import ValueModes
@@ -108,3 +110,30 @@ def test_built_once_per_definition() -> None:
     assert altered is not None and not isinstance(altered, ddl.Unknown)
     again = schemas(altered.tables[("db", "t")], "p.db.t")
     assert again is not first and _fields(again)["a"]["type"] == "int64"
+
+
+def _default(definition: str, modes: ValueModes | None = None, *, streamed: bool = True):
+    col = column("c", definition, "utf8mb4")
+    if not streamed:  # as read from the server: no statement's spelling
+        col = dataclasses.replace(col, source_type=None)
+    return default_value(col, modes or ValueModes())
+
+
+def test_defaults_as_debeziums_default_value_converter_gives_them() -> None:
+    assert _default("bit(3) default b'101'") == "BQ=="  # the bits, little-endian
+    assert _default("bit(1) not null default b'1'") is True
+    assert _default("varbinary(4) default 'ab'", ValueModes(binary="hex")) == "6162"
+    assert _default("varchar(10) default 'q''s'") == "q''s"  # Debezium's parser keeps it doubled
+    assert _default("datetime default current_timestamp") == 0  # the epoch, even when nullable
+    assert _default("date default '0000-00-00'") is None
+    assert _default("date not null default '0000-00-00'") == 0
+    assert _default("decimal(6,3) default 1.23456", ValueModes(decimal="string")) == "1.235"
+    assert _default("time default '01:02:03'") == 3_723_000_000
+    assert _default("int default (1 + 1)") is None  # an expression
+
+
+def test_a_binary_default_differs_between_a_streamed_statement_and_the_snapshot() -> None:
+    assert _default("binary(3) default 'a'") == "YQ=="
+    assert _default("binary(3) default 'a'", streamed=False) == "YQAA"
+    assert _default("varbinary(4) default x'0A0B'") is None
+    assert _default("varbinary(4) default x'0A0B'", streamed=False) == "Cgs="
