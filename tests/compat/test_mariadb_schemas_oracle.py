@@ -153,6 +153,12 @@ SCHEMA_CHANGES: tuple[tuple[str, tuple[str, ...]], ...] = (
     ),
     ("alter table evolving modify d decimal(20,4)", ("update evolving set d = 12345.6789 where id = 1",)),
     ("alter table evolving rename column v to vv", ("insert into evolving (id, vv, c) values (7, 'r', 'r')",)),
+    # Beyond the list: a default changed and dropped, CHANGE (rename, retype, nullability), a
+    # column placed first, an index (no column change).
+    ("alter table evolving alter column b set default 9", ("insert into evolving (id, c) values (8, 's')",)),
+    ("alter table evolving change column c cc varchar(30) null", ("insert into evolving (id) values (9)",)),
+    ("alter table evolving add column f int default -1 first", ("update evolving set b = 1 where id = 9",)),
+    ("alter table evolving alter column b drop default, add index (b)", ("delete from evolving where id = 8",)),
 )
 
 

@@ -137,3 +137,15 @@ def test_a_binary_default_differs_between_a_streamed_statement_and_the_snapshot(
     assert _default("binary(3) default 'a'", streamed=False) == "YQAA"
     assert _default("varbinary(4) default x'0A0B'") is None
     assert _default("varbinary(4) default x'0A0B'", streamed=False) == "Cgs="
+
+
+def test_set_and_drop_default_change_the_schemas_default() -> None:
+    schemas = TableSchemas("mariadb", ValueModes(), ON)
+    table = _table("id int not null", "b int default 5")
+    changed = ddl.apply("alter table t alter column b set default 9", "db", {("db", "t"): table})
+    assert changed is not None and not isinstance(changed, ddl.Unknown)
+    table = changed.tables[("db", "t")]
+    assert _fields(schemas(table, "p.db.t"))["b"]["default"] == 9
+    dropped = ddl.apply("alter table t alter column b drop default", "db", {("db", "t"): table})
+    assert dropped is not None and not isinstance(dropped, ddl.Unknown)
+    assert "default" not in _fields(schemas(dropped.tables[("db", "t")], "p.db.t"))["b"]

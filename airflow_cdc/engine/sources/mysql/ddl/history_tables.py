@@ -31,7 +31,7 @@ from airflow_cdc.engine.sources.mysql.ddl.clauses import (
     Unread,
     read_clauses,
 )
-from airflow_cdc.engine.sources.mysql.ddl.information_schema import column
+from airflow_cdc.engine.sources.mysql.ddl.information_schema import column, declared_default
 from airflow_cdc.engine.sources.mysql.ddl.statements import (
     AlterTable,
     ColumnPart,
@@ -217,13 +217,24 @@ def _redefine_column(alteration: _Alteration, clause: RedefineColumn) -> bool:
     return True
 
 
+def _set_default(alteration: _Alteration, clause: SetDefault) -> bool:
+    """ALTER COLUMN SET / DROP DEFAULT: the column's default, as COLUMN_DEFAULT would show it
+    (a zero date's stand-in and the Connect schema's ``default`` follow it)."""
+    index = alteration.index_of(clause.column)
+    if index is None:
+        return False
+    default = None if clause.expression is None else declared_default(f"default {clause.expression}")
+    alteration.columns[index] = replace(alteration.columns[index], default=default)
+    return True
+
+
 def _rename_table(alteration: _Alteration, clause: RenameTable) -> bool:
     alteration.name = split_name(clause.name, alteration.default_db)
     return True
 
 
 def _unchanged(alteration: _Alteration, clause: Any) -> bool:
-    """A unique key, a default, a table option or comment, an index: nothing information_schema's
+    """A unique key, a table option or comment, an index: nothing information_schema's
     columns or the primary key show."""
     return True
 
@@ -240,7 +251,7 @@ _APPLY: dict[type, Callable[[_Alteration, Any], bool]] = {
     DropColumn: _drop_column,
     RenameColumn: _rename_column,
     RedefineColumn: _redefine_column,
-    SetDefault: _unchanged,
+    SetDefault: _set_default,
     RenameTable: _rename_table,
     SetTableOptions: _unchanged,
     SetTableComment: _unchanged,

@@ -72,14 +72,14 @@ def column_row(name: str, definition: str, table_charset: str) -> dict[str, Any]
         "NUMERIC_PRECISION": precision,
         "NUMERIC_SCALE": scale,
         "DATETIME_PRECISION": (numbers[0] if numbers else 0) if data_type in _TEMPORAL_TYPES else None,
-        "COLUMN_DEFAULT": _default(definition),
+        "COLUMN_DEFAULT": declared_default(definition),
     }
 
 
 _DEFAULT = re.compile(r"\bdefault\s+(?P<literal>'(?:[^'\\]|''|\\.)*'|[bx]'[0-9a-f]*'|[-+\w.:]+)", re.I)
 
 
-def _default(definition: str) -> str | None:
+def declared_default(definition: str) -> str | None:
     """COLUMN_DEFAULT as MariaDB writes it: a quoted literal as declared, NULL, or the bare word
     (a number, an expression's name). Only a temporal default is read (a zero date's stand-in,
     ``types._zero_date``)."""
