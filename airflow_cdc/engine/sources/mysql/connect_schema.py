@@ -60,53 +60,43 @@ _OPTIONAL = {
     "int32": cs.schema("int32", optional=True),
     "boolean": cs.schema("boolean", optional=True),
 }
-#: ConnectTableChangeSerializer's change struct (SchemaFactory.schemaHistoryChangeSchema).
+#: ConnectTableChangeSerializer's structs (SchemaFactory.schemaHistoryColumnSchema, ...TableSchema,
+#: ...ChangeSchema): the ``tableChanges`` of a schema change event.
+_COLUMN = cs.struct(
+    "io.debezium.connector.schema.Column",
+    [
+        cs.field("name", cs.schema("string")),
+        cs.field("jdbcType", cs.schema("int32")),
+        cs.field("nativeType", _OPTIONAL["int32"]),
+        cs.field("typeName", cs.schema("string")),
+        cs.field("typeExpression", _OPTIONAL["string"]),
+        cs.field("charsetName", _OPTIONAL["string"]),
+        cs.field("length", _OPTIONAL["int32"]),
+        cs.field("scale", _OPTIONAL["int32"]),
+        cs.field("position", cs.schema("int32")),
+        cs.field("optional", _OPTIONAL["boolean"]),
+        cs.field("autoIncremented", _OPTIONAL["boolean"]),
+        cs.field("generated", _OPTIONAL["boolean"]),
+        cs.field("comment", _OPTIONAL["string"]),
+        cs.field("defaultValueExpression", _OPTIONAL["string"]),
+        cs.field("enumValues", _strings()),
+    ],
+    version=1,
+)
+_TABLE = cs.struct(
+    "io.debezium.connector.schema.Table",
+    [
+        cs.field("defaultCharsetName", _OPTIONAL["string"]),
+        cs.field("primaryKeyColumnNames", _strings()),
+        cs.field("columns", cs.schema("array", items=_COLUMN)),
+        cs.field("comment", _OPTIONAL["string"]),
+    ],
+    optional=True,
+    version=1,
+)
 _TABLE_CHANGE = cs.struct(
     "io.debezium.connector.schema.Change",
-    [
-        cs.field("type", cs.schema("string")),
-        cs.field("id", cs.schema("string")),
-        cs.field(
-            "table",
-            cs.struct(
-                "io.debezium.connector.schema.Table",
-                [
-                    cs.field("defaultCharsetName", _OPTIONAL["string"]),
-                    cs.field("primaryKeyColumnNames", _strings()),
-                    cs.field(
-                        "columns",
-                        cs.schema(
-                            "array",
-                            items=cs.struct(
-                                "io.debezium.connector.schema.Column",
-                                [
-                                    cs.field("name", cs.schema("string")),
-                                    cs.field("jdbcType", cs.schema("int32")),
-                                    cs.field("nativeType", _OPTIONAL["int32"]),
-                                    cs.field("typeName", cs.schema("string")),
-                                    cs.field("typeExpression", _OPTIONAL["string"]),
-                                    cs.field("charsetName", _OPTIONAL["string"]),
-                                    cs.field("length", _OPTIONAL["int32"]),
-                                    cs.field("scale", _OPTIONAL["int32"]),
-                                    cs.field("position", cs.schema("int32")),
-                                    cs.field("optional", _OPTIONAL["boolean"]),
-                                    cs.field("autoIncremented", _OPTIONAL["boolean"]),
-                                    cs.field("generated", _OPTIONAL["boolean"]),
-                                    cs.field("comment", _OPTIONAL["string"]),
-                                    cs.field("defaultValueExpression", _OPTIONAL["string"]),
-                                    cs.field("enumValues", _strings()),
-                                ],
-                                version=1,
-                            ),
-                        ),
-                    ),
-                    cs.field("comment", _OPTIONAL["string"]),
-                ],
-                optional=True,
-                version=1,
-            ),
-        ),
-    ],
+    [cs.field("type", cs.schema("string")), cs.field("id", cs.schema("string")), cs.field("table", _TABLE)],
     version=1,
 )
 
