@@ -17,6 +17,7 @@ import random
 import threading
 import uuid
 from collections.abc import Iterator
+from dataclasses import dataclass
 from decimal import Decimal
 from pathlib import Path
 from typing import Any
@@ -34,21 +35,13 @@ from tests.integration.spark.test_sql_targets import mysql_url
 
 pytestmark = [pytest.mark.integration, pytest.mark.slow, pytest.mark.timeout(900)]
 
-SOURCE_DDL = (
-    "create table debezium_signal (id varchar(42) primary key, type varchar(32) not null, data varchar(2048))",
-    "create table evolving (id int primary key, n int not null, v varchar(20), amount numeric(10,2), old text, "
-    "at timestamptz)",
-    "insert into evolving select g, g, 'v' || g, g * 1.25, 'old ' || g, timestamptz '2026-01-01 00:00:00+00' "
-    "+ g * interval '1 minute' from generate_series(1, 300) g",
-)
-
 
 class Load:
     """Small transactions on ``evolving`` until stopped: updates of ``n``, inserts, deletes.
     Written to survive every step's DDL (it names only ``id`` and ``n``)."""
 
-    def __init__(self, dsn: str) -> None:
-        self.dsn, self.next_id, self.transactions = dsn, 1000, 0
+    def __init__(self, connect: Any) -> None:
+        self._connect, self.next_id, self.transactions = connect, 1000, 0
         self._run = threading.Event()
         self._stop = threading.Event()
         self._idle = threading.Event()
@@ -68,25 +61,26 @@ class Load:
     def pause(self) -> None:
         self._idle.clear()
         self._run.clear()
-        wait_until(self._idle.is_set, 30, "the load paused")
+        wait_until(self._idle.is_set, 60, "the load paused")
 
     def resume(self) -> None:
         self._run.set()
 
     def _loop(self) -> None:
-        with psycopg.connect(self.dsn, autocommit=True) as conn:
+        with self._connect() as conn:
             while not self._stop.is_set():
                 if not self._run.is_set():
                     self._idle.set()
                     self._run.wait()
                     continue
                 key = self._random.randint(1, self.next_id)
-                with conn.transaction():
-                    conn.execute("update evolving set n = n + 1 where id = %s", (key,))
-                    self.next_id += 1
-                    conn.execute("insert into evolving (id, n) values (%s, %s)", (self.next_id, self.next_id))
-                    if self._random.random() < 0.2:
-                        conn.execute("delete from evolving where id = %s", (self._random.randint(1, self.next_id),))
+                cur = conn.cursor()
+                cur.execute("update evolving set n = n + 1 where id = %s", (key,))
+                self.next_id += 1
+                cur.execute("insert into evolving (id, n) values (%s, %s)", (self.next_id, self.next_id))
+                if self._random.random() < 0.2:
+                    cur.execute("delete from evolving where id = %s", (self._random.randint(1, self.next_id),))
+                conn.commit()
                 self.transactions += 1
 
 
@@ -99,33 +93,31 @@ def _plain(value: Any) -> Any:
 
 
 class Side:
-    """A database the test reads rows from: the source, or a target (PostgreSQL or MariaDB)."""
+    """A database the test reads rows from: a source, or a target (PostgreSQL or MariaDB)."""
 
     def __init__(self, kind: str, connect: Any, table_names: dict[str, str]) -> None:
         self.kind, self._connect, self.table_names = kind, connect, table_names
+
+    def _query(self, statement: str, params: tuple[Any, ...] = ()) -> list[tuple[Any, ...]]:
+        with self._connect() as conn:
+            cur = conn.cursor()
+            cur.execute(statement, params or None)
+            return list(cur.fetchall())
 
     def rows(self, table: str, columns: list[str]) -> dict[Any, tuple[Any, ...]]:
         name = self.table_names.get(table, table)
         quote = '"' if self.kind == "postgresql" else "`"
         listed = ", ".join(f"{quote}{c}{quote}" for c in columns)
-        with self._connect() as conn:
-            if self.kind == "postgresql":
-                found = conn.execute(f"select {listed} from {name}").fetchall()
-            else:
-                with conn.cursor() as cur:
-                    cur.execute(f"select {listed} from {name}")
-                    found = cur.fetchall()
-        return {row[0]: tuple(_plain(v) for v in row) for row in found}
+        return {row[0]: tuple(_plain(v) for v in row) for row in self._query(f"select {listed} from {name}")}
 
     def columns(self, table: str) -> list[str]:
         schema, name = table.split(".")
-        with self._connect() as conn:
-            found = conn.execute(
-                "select column_name from information_schema.columns where table_schema = %s and table_name = %s "
-                "order by ordinal_position",
-                (schema, name),
-            ).fetchall()
-        return [c for (c,) in found]
+        found = self._query(
+            "select column_name from information_schema.columns where table_schema = %s and table_name = %s "
+            "order by ordinal_position",
+            (schema, name),
+        )
+        return [str(c) for (c,) in found]
 
 
 def assert_same(source: Side, target: Side, table: str, step: str) -> dict[Any, tuple[Any, ...]]:
@@ -140,50 +132,194 @@ def assert_same(source: Side, target: Side, table: str, step: str) -> dict[Any, 
     return got
 
 
-@pytest.fixture(params=["postgresql-lenient", "postgresql-evolve", "mariadb-lenient"])
-def target(request: pytest.FixtureRequest, pg_server: Any, pg_database: str) -> Iterator[tuple[str, str, Side]]:
-    """(policy, target URL, its Side): a target database with no table in it."""
-    kind, policy = request.param.split("-")
-    if kind == "postgresql":
+@dataclass
+class Source:
+    """The captured database: how to reach it, the engine's settings for it, its dialect's DDL."""
+
+    kind: str
+    schema: str  # the tables' schema (PostgreSQL) or database (MariaDB), as the changes name them
+    connect: Any  # a DB-API connection, not autocommitting
+    engine: dict[str, Any]
+    position: Any  # the source's current position, as the instance's position() takes it
+
+    @property
+    def side(self) -> Side:
+        return Side(self.kind, self.connect, {})
+
+    def execute(self, *statements: str) -> None:
+        with self.connect() as conn:
+            cur = conn.cursor()
+            for statement in statements:
+                cur.execute(statement)
+            conn.commit()
+
+    def table(self, name: str) -> str:
+        return f"{self.schema}.{name}"
+
+
+PG_TABLE = (
+    "create table evolving (id int primary key, n int not null, v varchar(20), amount numeric(10,2), old text, "
+    "at timestamptz)"
+)
+MARIA_TABLE = (
+    "create table evolving (id int primary key, n int not null, v varchar(20), amount decimal(10,2), old text, "
+    "at datetime(6))"
+)
+SIGNAL_DDL = "create table debezium_signal (id varchar(42) primary key, type varchar(32) not null, data varchar(2048))"
+
+
+@pytest.fixture(params=["postgresql", "mariadb"])
+def source(request: pytest.FixtureRequest, pg_server: Any, pg_database: str) -> Iterator[Source]:
+    if request.param == "postgresql":
+        dsn = pg_server.dsn(pg_database)
+
+        def lsn() -> str:
+            with psycopg.connect(dsn) as conn:
+                return str(conn.execute("select pg_current_wal_lsn()::text").fetchone()[0])  # type: ignore[index]
+
+        yield Source(
+            "postgresql",
+            "public",
+            lambda: psycopg.connect(dsn),
+            {
+                "connector.class": "io.debezium.connector.postgresql.PostgresConnector",
+                "database.hostname": pg_server.host,
+                "database.port": pg_server.port,
+                "database.user": pg_server.user,
+                "database.dbname": pg_database,
+                "slot.name": f"slot_{pg_database}",
+                "publication.name": f"pub_{pg_database}",
+                "slot.drop.on.stop": True,
+                "signal.data.collection": "public.debezium_signal",
+            },
+            lsn,
+        )
+        return
+    server = request.getfixturevalue("mariadb_server")
+    database = server.create_database()
+
+    def gtid() -> str:
+        with server.connect() as conn, conn.cursor() as cur:
+            cur.execute("select @@gtid_binlog_pos")
+            return str(cur.fetchone()[0])
+
+    try:
+        yield Source(
+            "mariadb",
+            database,
+            lambda: server.connect(database=database, autocommit=False),
+            {
+                "connector.class": "io.debezium.connector.mariadb.MariaDbConnector",
+                "database.hostname": server.host,
+                "database.port": server.port,
+                "database.user": server.user,
+                "database.password": server.password,
+                "database.server.id": 20_000 + uuid.uuid4().int % 1_000_000,
+                "database.include.list": database,
+                "signal.data.collection": f"{database}.debezium_signal",
+            },
+            gtid,
+        )
+    finally:
+        server.drop_database(database)
+
+
+@pytest.fixture(params=["postgresql", "mariadb"])
+def target(request: pytest.FixtureRequest, pg_server: Any, pg_database: str) -> Iterator[tuple[str, Side]]:
+    """(target URL, its Side): a target database with no table in it."""
+    if request.param == "postgresql":
         with psycopg.connect(pg_server.dsn(pg_database), autocommit=True) as conn:
             conn.execute(f"create database {pg_database}_target")
         url = target_dsn(pg_server, pg_database)
-        yield policy, url, Side(kind, lambda: psycopg.connect(url), {})
+        yield url, Side("postgresql", lambda: psycopg.connect(url), {})
         with psycopg.connect(pg_server.dsn(pg_database), autocommit=True) as conn:
             conn.execute(f"drop database if exists {pg_database}_target with (force)")
         return
     server = request.getfixturevalue("mariadb_server")
-    database = request.getfixturevalue("mariadb_database")
-    names = {t: f"{database}.{t.split('.')[1]}" for t in ("public.evolving", "public.fresh")}
-    yield policy, mysql_url(server, database), Side(kind, lambda: server.connect(database=database), names)
+    database = server.create_database()
+    try:
+        # The job writes db.table as the changes name it: map the source's tables to this database.
+        yield mysql_url(server, database), Side("mariadb", lambda: server.connect(database=database), {"": database})
+    finally:
+        server.drop_database(database)
 
 
+#: (source, target, policy): each source into each target; evolve where a dropped column matters.
+CASES = [
+    ("postgresql", "postgresql", "lenient"),
+    ("postgresql", "mariadb", "evolve"),
+    ("mariadb", "postgresql", "lenient"),
+    ("mariadb", "mariadb", "evolve"),
+]
+
+
+def steps(kind: str) -> list[tuple[str, tuple[str, ...], tuple[str, ...]]]:
+    """(what, the DDL - run under the load - and what the test writes after it), in the source's dialect."""
+    pg = kind == "postgresql"
+    retype = (
+        (lambda c, t: f"alter table evolving alter column {c} type {t}")
+        if pg
+        else (lambda c, t: f"alter table evolving modify column {c} {t}")
+    )
+    return [
+        ("add a column", ("alter table evolving add column c1 int",), ("update evolving set c1 = id * 2",)),
+        (
+            "add a column with a default",
+            (f"alter table evolving add column c2 {'text' if pg else 'varchar(10)'} not null default 'x'",),
+            ("update evolving set c2 = 'y' where id % 4 = 0",),
+        ),
+        (
+            "widen int to bigint",
+            (retype("n", "bigint" if pg else "bigint not null"),),
+            ("update evolving set n = n + 3000000000 where id % 5 = 0",),
+        ),
+        (
+            "widen varchar(20) to varchar(200)",
+            (retype("v", "varchar(200)"),),
+            ("update evolving set v = repeat('w', 150) where id % 6 = 0",),
+        ),
+        (
+            "widen numeric(10,2) to numeric(20,4)",
+            # Row 12's last change in the batch is from before the ALTER: its Decimal has the old
+            # scale, which the target (widened first) must decode it by.
+            (
+                "update evolving set amount = 15.25 where id = 12",
+                retype("amount", "numeric(20,4)" if pg else "decimal(20,4)"),
+            ),
+            ("update evolving set amount = 1234567890.1234 where id % 7 = 0",),
+        ),
+        ("drop a column", ("alter table evolving drop column c1",), ()),
+    ]
+
+
+@pytest.mark.parametrize(("source", "target", "policy"), CASES, indirect=["source", "target"])
 def test_the_target_follows_every_schema_change_under_a_write_load(
-    tmp_path: Path, pg_server: Any, pg_database: str, kafka_broker: Any, spark: Any, target: tuple[str, str, Side]
+    tmp_path: Path, kafka_broker: Any, spark: Any, source: Source, target: tuple[str, Side], policy: str
 ) -> None:
-    policy, url, target_side = target
-    dsn = pg_server.dsn(pg_database)
-    with psycopg.connect(dsn, autocommit=True) as conn:
-        for statement in SOURCE_DDL:
-            conn.execute(statement)
-    source = Side("postgresql", lambda: psycopg.connect(dsn), {})
+    url, target_side = target
+    evolving, fresh = source.table("evolving"), source.table("fresh")
+    if target_side.kind == "mariadb":  # into the target's database, whatever the source's schema
+        database = target_side.table_names.pop("")
+        target_side.table_names.update({evolving: f"{database}.evolving", fresh: f"{database}.fresh"})
+    source.execute(
+        SIGNAL_DDL,
+        PG_TABLE if source.kind == "postgresql" else MARIA_TABLE,
+        "insert into evolving (id, n, v, amount, old, at) select g, g, concat('v', g), g * 1.25, concat('old ', g), "
+        + (
+            "timestamptz '2026-01-01 00:00:00+00' + g * interval '1 minute' from generate_series(1, 300) g"
+            if source.kind == "postgresql"
+            else "timestamp '2026-01-01 00:00:00' + interval g minute from (select seq as g from seq_1_to_300) s"
+        ),
+    )
     prefix = f"ev{uuid.uuid4().hex[:8]}"
     instance = EngineInstance(
         {
-            "name": f"evolve-{pg_database}",
-            "connector.class": "io.debezium.connector.postgresql.PostgresConnector",
+            "name": f"evolve-{prefix}",
             "topic.prefix": prefix,
-            "database.hostname": pg_server.host,
-            "database.port": pg_server.port,
-            "database.user": pg_server.user,
-            "database.dbname": pg_database,
-            "slot.name": f"slot_{pg_database}",
-            "publication.name": f"pub_{pg_database}",
-            "signal.data.collection": "public.debezium_signal",
+            **source.engine,
             "state.dir": str(tmp_path / "state"),
             "offset.flush.interval.ms": 100,
             "poll.interval.ms": 50,
-            "slot.drop.on.stop": True,
             "key.converter.schemas.enable": "true",
             "value.converter.schemas.enable": "true",
             "column.propagate.source.type": ".*",
@@ -195,36 +331,30 @@ def test_the_target_follows_every_schema_change_under_a_write_load(
     options = SourceOptions(
         kind="kafka",
         bootstrap_servers=kafka_broker.bootstrap_servers,
-        topic_pattern=rf"{prefix}\.public\.(?!debezium_signal$).*",
+        topic_pattern=rf"{prefix}\.{source.schema}\.(?!debezium_signal$).*",
     )
-    table_map = dict(target_side.table_names)
     checkpoint = tmp_path / "checkpoint"
+    source_side = source.side
 
-    def apply_all(step: str, tables: tuple[str, ...] = ("public.evolving",)) -> dict[str, Any]:
-        with psycopg.connect(dsn) as conn:
-            lsn = conn.execute("select pg_current_wal_lsn()::text").fetchone()[0]  # type: ignore[index]
-        wait_until(lambda: instance.position(target=lsn).reached, 60, f"{step}: captured")
+    def apply_all(step: str, tables: tuple[str, ...] = (evolving,)) -> dict[str, Any]:
+        position = source.position()
+        wait_until(lambda: instance.position(target=position).reached, 60, f"{step}: captured")
         job = ApplyJob(
             source=options,
             target_url=url,
             checkpoint=str(checkpoint),
-            table_map=table_map,
+            table_map=dict(target_side.table_names),
             schema_change_policy=policy,
         )
         result = run(spark, job)
         for table in tables:
-            assert_same(source, target_side, table, step)
+            assert_same(source_side, target_side, table, step)
         return result
-
-    def execute(*statements: str) -> None:
-        with psycopg.connect(dsn, autocommit=True) as conn:
-            for statement in statements:
-                conn.execute(statement)
 
     def snapshot(table: str) -> None:
         signal = uuid.uuid4().hex
         data = json.dumps({"data-collections": [table]})
-        execute(f"insert into debezium_signal values ('{signal}', 'execute-snapshot', '{data}')")
+        source.execute(f"insert into debezium_signal values ('{signal}', 'execute-snapshot', '{data}')")
 
         def done() -> bool:
             items, _ = instance.engine.notifications.since(0)
@@ -236,58 +366,28 @@ def test_the_target_follows_every_schema_change_under_a_write_load(
     thread.start()
     try:
         wait_until(lambda: (read_status(instance.directory) or {}).get("state") == "POLLING_TASKS", 60, "polling")
-        with Load(dsn) as load:
+        with Load(source.connect) as load:
             wait_until(lambda: load.transactions > 20, 30, "writes")
             load.pause()
             apply_all("the initial snapshot")  # the target table is created from the schema
-            steps: list[tuple[str, tuple[str, ...], tuple[str, ...]]] = [
-                ("add a column", ("alter table evolving add column c1 int",), ("update evolving set c1 = id * 2",)),
-                (
-                    "add a column with a default",
-                    ("alter table evolving add column c2 text not null default 'x'",),
-                    ("update evolving set c2 = 'y' where id % 4 = 0",),
-                ),
-                (
-                    "widen int to bigint",
-                    ("alter table evolving alter column n type bigint",),
-                    ("update evolving set n = n + 3000000000 where id % 5 = 0",),
-                ),
-                (
-                    "widen varchar(20) to varchar(200)",
-                    ("alter table evolving alter column v type varchar(200)",),
-                    ("update evolving set v = repeat('w', 150) where id % 6 = 0",),
-                ),
-                (
-                    "widen numeric(10,2) to numeric(20,4)",
-                    # Row 12's last change in the batch is from before the ALTER: its Decimal has
-                    # the old scale, which the target (widened first) must decode it by.
-                    (
-                        "update evolving set amount = 15.25 where id = 12",
-                        "alter table evolving alter column amount type numeric(20,4)",
-                    ),
-                    ("update evolving set amount = 1234567890.1234 where id % 7 = 0",),
-                ),
-                ("drop a column", ("alter table evolving drop column c1",), ()),
-            ]
-            for step, ddl, writes in steps:
+            for step, ddl, writes in steps(source.kind):
                 load.resume()
-                wait_until(lambda: load.transactions > 0, 10, "writes")
                 before = load.transactions
-                execute(*ddl)  # under the running load
+                source.execute(*ddl)  # under the running load
                 wait_until(lambda: load.transactions > before + 10, 30, f"{step}: writes after the DDL")  # noqa: B023
                 load.pause()
-                execute(*writes)
+                if writes:
+                    source.execute(*writes)
                 apply_all(step)
             # Dropped: c1 stays in the target; the rows changed after the drop have it NULL
             # under evolve, and keep it under lenient.
-            changed = {k for k in range(5, 301, 5)}  # the update below; c1 was id * 2 in each
             load.resume()
             wait_until(lambda: load.transactions > before + 40, 30, "writes after the drop")
             load.pause()
-            execute("update evolving set n = n + 1 where id % 5 = 0")
+            source.execute("update evolving set n = n + 1 where id % 5 = 0")
             apply_all("updates after the drop")
-            c1 = target_side.rows("public.evolving", ["id", "c1"])
-            touched = [c1[k][1] for k in changed if k in c1 and k <= 300]
+            c1 = target_side.rows(evolving, ["id", "c1"])
+            touched = [c1[k][1] for k in range(5, 301, 5) if k in c1]  # c1 was id * 2 in each
             assert touched, "no row of the initial ones was changed after the drop"
             if policy == "evolve":
                 assert all(v is None for v in touched), touched[:5]
@@ -296,18 +396,18 @@ def test_the_target_follows_every_schema_change_under_a_write_load(
             # A rename is a drop and an add: the rows unchanged since have the new column NULL
             # until an incremental snapshot reads them again.
             load.resume()
-            execute("alter table evolving rename column old to renamed")
+            source.execute("alter table evolving rename column old to renamed")
             load.pause()
-            snapshot("public.evolving")
+            snapshot(evolving)
             apply_all("rename a column, then execute-snapshot")
             # A table created on the source flows into a new target table with no manual step.
             load.resume()
-            execute(
+            source.execute(
                 "create table fresh (id int primary key, t text, d date)",
-                "insert into fresh select g, 'f' || g, date '2026-01-01' + g from generate_series(1, 50) g",
+                "insert into fresh values (1, 'f1', date '2026-01-02'), (2, 'f2', date '2026-01-03')",
             )
             load.pause()
-            apply_all("a new table", ("public.evolving", "public.fresh"))
+            apply_all("a new table", (evolving, fresh))
     finally:
         instance.request_stop()
         thread.join(60)
