@@ -41,7 +41,7 @@ class Load:
     Written to survive every step's DDL (it names only ``id`` and ``n``)."""
 
     def __init__(self, connect: Any) -> None:
-        self._connect, self.next_id, self.transactions = connect, 1000, 0
+        self._connect, self.next_id, self.transactions, self.retried = connect, 1000, 0, 0
         self._run = threading.Event()
         self._stop = threading.Event()
         self._idle = threading.Event()
@@ -75,12 +75,17 @@ class Load:
                     continue
                 key = self._random.randint(1, self.next_id)
                 cur = conn.cursor()
-                cur.execute("update evolving set n = n + 1 where id = %s", (key,))
+                try:
+                    cur.execute("update evolving set n = n + 1 where id = %s", (key,))
+                    cur.execute("insert into evolving (id, n) values (%s, %s)", (self.next_id + 1, self.next_id + 1))
+                    if self._random.random() < 0.2:
+                        cur.execute("delete from evolving where id = %s", (self._random.randint(1, self.next_id),))
+                    conn.commit()
+                except Exception:  # a deadlock with a DDL: the application's retry, as any would
+                    conn.rollback()
+                    self.retried += 1
+                    continue
                 self.next_id += 1
-                cur.execute("insert into evolving (id, n) values (%s, %s)", (self.next_id, self.next_id))
-                if self._random.random() < 0.2:
-                    cur.execute("delete from evolving where id = %s", (self._random.randint(1, self.next_id),))
-                conn.commit()
                 self.transactions += 1
 
 
@@ -147,11 +152,12 @@ class Source:
         return Side(self.kind, self.connect, {})
 
     def execute(self, *statements: str) -> None:
+        """Each statement in a transaction of its own (a DDL beside the load's transactions)."""
         with self.connect() as conn:
             cur = conn.cursor()
             for statement in statements:
                 cur.execute(statement)
-            conn.commit()
+                conn.commit()
 
     def table(self, name: str) -> str:
         return f"{self.schema}.{name}"
