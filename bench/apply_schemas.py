@@ -65,7 +65,7 @@ sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
 from apply_capture import current_lsn, read_topic, run_engine, warm_copy
 from apply_sides import apply_job, differences, fresh_target, run_ours_phases
-from apply_vs_jdbc_sink import WARM_PER_PARTITION, settle
+from apply_vs_jdbc_sink import WARM_PER_PARTITION, quiet_session, settle
 from spark_apply import (
     PARTITIONS,
     TXN_RECORDS,
@@ -73,7 +73,6 @@ from spark_apply import (
     checksum,
     engine_props,
     fill_source,
-    start_session,
     topic_size,
 )
 
@@ -236,11 +235,7 @@ def measure(bench: Bench) -> float:
     topics = bench.captured.topics
     warm = {side: warm_copy(bench.bootstrap, topic, WARM_PER_PARTITION) for side, topic in topics.items()}
     bench.want = checksum(bench.pg, bench.source_db, "items")
-    memory = bench.args.driver_memory
-    os.environ.setdefault(  # as apply_vs_jdbc_sink: no console progress bar between the bench's lines
-        "PYSPARK_SUBMIT_ARGS", f"--driver-memory {memory} --conf spark.ui.showConsoleProgress=false pyspark-shell"
-    )
-    bench.spark, session_start = start_session(memory)
+    bench.spark, session_start = quiet_session(bench.args.driver_memory)
     try:
         print(f"session started in {session_start:.2f} s; warm-up", flush=True)
         for side in SIDES:

@@ -160,18 +160,21 @@ def timed_round(bench: Bench, number: int, topics: dict[str, str]) -> None:
         print(f"round {number} {side:>9}: {rate:,.0f} events/s ({out['seconds']:.2f} s{first})", flush=True)
 
 
+def quiet_session(memory: str) -> tuple[Any, float]:
+    """spark_apply's session, without the console progress bar (it would bury the bench's lines)."""
+    os.environ.setdefault(
+        "PYSPARK_SUBMIT_ARGS", f"--driver-memory {memory} --conf spark.ui.showConsoleProgress=false pyspark-shell"
+    )
+    return start_session(memory)
+
+
 def measure(bench: Bench) -> dict[str, Any]:
     """Warm-up, timed rounds, the phase run; the session's start-up and the phases."""
     captured = bench.captured
     topics = {"jdbc_sink": captured.theirs, "ours": captured.ours}
     warm = {side: warm_copy(bench.bootstrap, topic, WARM_PER_PARTITION) for side, topic in topics.items()}
     bench.want = fingerprint(bench.pg, bench.source_db)
-    # spark_apply's session, without the console progress bar (it would bury the bench's lines).
-    memory = bench.args.driver_memory
-    os.environ.setdefault(
-        "PYSPARK_SUBMIT_ARGS", f"--driver-memory {memory} --conf spark.ui.showConsoleProgress=false pyspark-shell"
-    )
-    bench.spark, session_start = start_session(memory)
+    bench.spark, session_start = quiet_session(bench.args.driver_memory)
     try:
         print(f"session started in {session_start:.2f} s; warm-up", flush=True)
         for side in SIDES:
