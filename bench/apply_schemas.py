@@ -41,8 +41,10 @@ record (``schema_batches.py``), one parse per table version, a pseudo-column per
 table's creation once. Below 0.9, the schema handling costs more than reading the bigger text.
 
 The output: events/s per side, ``ratio``, the records' average bytes per side (key, value,
-both), each side's phases (``phases_s`` of ``apply.run``, medians over the rounds, and the rest
-of the run as ``outside``), the table the job created. The last line is one JSON object.
+both), each side's phases (``phases_s`` of ``apply.run``: read, transform, write; ``learn``
+and ``ddl``, the schema step the job does not time itself - learning new schemas, the target's
+DDL - timed by the bench (``SchemaStep``); the rest of the run as ``outside``; medians over the
+rounds), the table the job created. The last line is one JSON object.
 
     CDC_JARS=... python bench/apply_schemas.py --quick      # ~200k events, 3 rounds (full: ~1M, 4)
 """
@@ -114,6 +116,7 @@ class Bench:
     runs: int = 0
     seconds: dict[str, list[float]] = field(default_factory=lambda: {side: [] for side in SIDES})
     phases: dict[str, list[dict[str, float]]] = field(default_factory=lambda: {side: [] for side in SIDES})
+    schema_step: Any = None
     created_table: list[str] = field(default_factory=list)
     mismatches: list[str] = field(default_factory=list)
 
@@ -173,6 +176,40 @@ def capture(pg: PostgresServer, bootstrap: str, database: str, events: int, work
 # --- the apply runs ----------------------------------------------------------------------------
 
 
+class SchemaStep:
+    """The seconds a run spends on the changes' schemas between a batch's read and its transform:
+    ``learn``, the schemas not seen yet (``SchemaBook.of_batch``: one more pass over the cached
+    batch), and ``ddl``, the target's tables created and evolved (``SqlTarget.prepare``).
+    ``apply.run``'s ``phases_s`` leave this step out - it would count as ``outside`` - so the
+    bench times the two methods by wrapping them on the driver, where ``foreachBatch`` calls
+    them; they run as they are."""
+
+    def __init__(self) -> None:
+        from airflow_cdc.spark.schema_batches import SchemaBook
+        from airflow_cdc.spark.targets.sql_target import SqlTarget
+
+        self.seconds = {"learn": 0.0, "ddl": 0.0}
+        for owner, name, step in ((SchemaBook, "of_batch", "learn"), (SqlTarget, "prepare", "ddl")):
+            setattr(owner, name, self._timed(getattr(owner, name), step))
+
+    def _timed(self, method: Any, step: str) -> Any:
+        def timed(*args: Any, **kwargs: Any) -> Any:
+            started = time.perf_counter()
+            try:
+                return method(*args, **kwargs)
+            finally:
+                self.seconds[step] += time.perf_counter() - started
+
+        return timed
+
+    def split(self, phases: dict[str, float]) -> dict[str, float]:
+        """``phases`` with the step's seconds (``learn``, ``ddl``) taken out of ``outside``; reset."""
+        steps = {step: round(seconds, 2) for step, seconds in self.seconds.items()}
+        self.seconds = dict.fromkeys(self.seconds, 0.0)
+        outside = round(phases.pop("outside") - sum(steps.values()), 2)
+        return {**phases, **steps, "outside": outside}
+
+
 def target_for(bench: Bench, side: str) -> str:
     """A fresh database: with ``items`` created from the source's DDL (plain), or empty (schemas)."""
     return fresh_target(bench.pg) if side == "plain" else bench.pg.create_database()
@@ -199,6 +236,7 @@ def run_side(bench: Bench, side: str, topic: str, timed: bool) -> dict[str, Any]
                 print(f"  (waited {waited:.0f} s for the machine to settle before {side})", flush=True)
         job = apply_job(bench.pg, bench.bootstrap, database, topic, bench.work / f"checkpoint-{bench.runs}")
         out = run_ours_phases(bench.spark, job)
+        out["phases"] = bench.schema_step.split(out["phases"])
         if not timed:
             return out
         if out["records"] != bench.captured.events:
@@ -236,6 +274,7 @@ def measure(bench: Bench) -> float:
     warm = {side: warm_copy(bench.bootstrap, topic, WARM_PER_PARTITION) for side, topic in topics.items()}
     bench.want = checksum(bench.pg, bench.source_db, "items")
     bench.spark, session_start = quiet_session(bench.args.driver_memory)
+    bench.schema_step = SchemaStep()
     try:
         print(f"session started in {session_start:.2f} s; warm-up", flush=True)
         for side in SIDES:
