@@ -47,7 +47,7 @@ class Totals:
 def batch_writer(job: ApplyJob, totals: Totals) -> Callable[[Any, int], None]:
     """The ``foreachBatch`` function: transforms, lanes, target; totals counted on the driver."""
     from airflow_cdc.spark.preflight import check_job_target
-    from airflow_cdc.spark.schema_batches import SchemaBook
+    from airflow_cdc.spark.schema_batches import SchemaBook, stripped
     from airflow_cdc.spark.schema_policy import creates
     from airflow_cdc.spark.targets import target_for
     from airflow_cdc.spark.targets.sql_target import SqlTarget
@@ -61,14 +61,16 @@ def batch_writer(job: ApplyJob, totals: Totals) -> Callable[[Any, int], None]:
     check_job_target(
         job.target_url, job.source.topics, job.table_map, job.lane_groups, creates=creates(job.schema_change_policy)
     )
-    book = SchemaBook()
+    # What the runs learned of the tables' schemas, beside the checkpoint (``schema_batches.py``).
+    book = SchemaBook(job.checkpoint.rstrip("/") + "/cdc_schemas")
     prepare = getattr(target, "prepare", None)
 
     def write(batch: Any, batch_id: int) -> None:
         # The raw batch is cached, not the parsed one: the source is read once, and parsing
-        # twice (the general plan's branches) costs less than caching maps and structs.
+        # twice (the general plan's branches) costs less than caching maps and structs. Its
+        # records' Connect schemas are cut off as it is read: a hash stays (``stripped``).
         started = time.perf_counter()
-        raw = batch.select("partition", "offset", "key", "value").persist()
+        raw = stripped(batch.select("partition", "offset", "key", "value"), book.known(batch.sparkSession)).persist()
         parsed = None
         try:
             facts = raw_facts(raw)  # reads the source into the cache: the read phase

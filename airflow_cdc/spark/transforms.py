@@ -22,7 +22,7 @@ from pyspark.sql import Column, DataFrame
 from pyspark.sql import functions as F
 
 from airflow_cdc.spark.frames import SCHEMA_KEY, UNAVAILABLE_PLACEHOLDER
-from airflow_cdc.spark.schema_batches import schema_id
+from airflow_cdc.spark.schema_batches import SCHEMA_COLUMN, payload_of, schema_id
 
 #: What the job reads of an envelope. Not ``before``: the record key names the row and ``after``
 #: is its new state, and skipping it spares the JSON parse a map per delete (per update, too,
@@ -38,27 +38,6 @@ _ZERO = "0" * 32
 #: Debezium's PostgreSQL ``source.sequence``: a JSON array of two LSNs as strings, or nulls.
 _SEQUENCE = r'^\[\s*(?:null|"(\d*)")\s*,\s*(?:null|"(\d*)")\s*\]$'
 _APPLIED_OPS = ("c", "u", "d", "r", "t")
-
-
-_PAYLOAD = ',"payload":'
-
-
-def _unwrap(text: Column) -> Column:
-    """The payload of a schemas-enabled JSON converter record, or the record itself.
-
-    Cut by position, not parsed: the converter writes ``{"schema":<S>,"payload":<P>}``
-    compactly, schema first, and no object key inside a schema is ``payload`` (a JSON string
-    cannot hold the unescaped quotes), so ``<P>`` runs from the first ``,"payload":`` to the
-    closing brace. ``get_json_object`` parsed each record a second time: half the parse's CPU.
-    A record written with spaces (another producer's) is still parsed."""
-    found = F.locate(_PAYLOAD, text)
-    start = found + len(_PAYLOAD)
-    enveloped = text.startswith('{"schema"')
-    return (
-        F.when(enveloped & (found > 0), text.substr(start, F.length(text) - start))
-        .when(enveloped, F.get_json_object(text, "$.payload"))
-        .otherwise(text)
-    )
 
 
 def _hex(value: Column, width: int) -> Column:
@@ -101,13 +80,22 @@ def parse(raw: DataFrame) -> DataFrame:
     truncate cut, the keys with unchanged TOASTed values, the last change per key), and each read
     of the raw frame would parse every record's JSON again. Parsing is most of a batch's CPU.
     """
-    parsed = raw.select(
-        "partition",
-        "offset",
-        _unwrap(F.col("key")).alias("key"),
-        F.from_json(_unwrap(F.col("value")), _ENVELOPE).alias("e"),
-        schema_id(F.col("key"), F.col("value")).alias("_schema"),
-    )
+    if SCHEMA_COLUMN in raw.columns:  # ``schema_batches.stripped``: payloads, the schema id beside
+        parsed = raw.select(
+            "partition",
+            "offset",
+            "key",
+            F.from_json(F.col("value"), _ENVELOPE).alias("e"),
+            F.col(SCHEMA_COLUMN).alias("_schema"),
+        )
+    else:
+        parsed = raw.select(
+            "partition",
+            "offset",
+            payload_of(F.col("key")).alias("key"),
+            F.from_json(payload_of(F.col("value")), _ENVELOPE).alias("e"),
+            schema_id(F.col("key"), F.col("value")).alias("_schema"),
+        )
     source = F.col("e.source")
     after = F.col("e.after")
     versioned = F.map_concat(after, F.create_map(F.lit(SCHEMA_KEY), F.col("_schema").cast("string")))
@@ -208,7 +196,9 @@ def raw_facts(raw: DataFrame) -> BatchFacts:
         F.count(F.lit(1)).alias("records"),
         F.max(F.coalesce(truncate, F.lit(False))).alias("truncates"),
         F.max(F.coalesce(value.contains(UNAVAILABLE_PLACEHOLDER), F.lit(False))).alias("toasted"),
-        F.collect_set(schema_id(F.col("key"), value)).alias("schemas"),
+        F.collect_set(F.col(SCHEMA_COLUMN) if SCHEMA_COLUMN in raw.columns else schema_id(F.col("key"), value)).alias(
+            "schemas"
+        ),
     ).first()
     if row is None or not row["records"]:
         return BatchFacts(0, False, False)
