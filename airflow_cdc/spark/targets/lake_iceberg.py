@@ -1,0 +1,130 @@
+"""The Apache Iceberg format of the lake target: MERGE INTO with the position guard, and schema
+changes by Iceberg's own DDL (``ADD COLUMNS``, ``ALTER COLUMN ... TYPE``: int to bigint, float to
+double, a decimal's precision at the same scale - Iceberg's rules; anything else stops the job).
+
+Where the tables live:
+
+- ``iceberg:/data/lake``: a Hadoop catalog (metadata files only, no service) whose warehouse is
+  that directory; the job names it ``cdc_iceberg_<hash of the path>`` and configures it itself
+  (``catalog_conf``), so nothing else is needed. A source table ``public.orders`` is
+  ``/data/lake/public/orders``.
+- ``iceberg:catalog=NAME``: the tables of the Spark catalog ``NAME``, configured as Iceberg
+  documents it, e.g. with ``spark-submit --conf spark.sql.catalog.lake=org.apache.iceberg.spark.SparkCatalog
+  --conf spark.sql.catalog.lake.type=rest --conf spark.sql.catalog.lake.uri=https://...`` (or the
+  operator's ``conf``); the job uses it as it is.
+
+A source table ``schema.table`` (or its ``table_map`` name) is the catalog's namespace ``schema``
+and table ``table``; the namespace is created when missing. MERGE and UPDATE run as Spark's own
+row-level operations (Spark 4): Iceberg's SQL extensions are not needed.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import logging
+from typing import TYPE_CHECKING, Any
+
+from airflow_cdc.engine.errors import ConfigError, ConfigProblem
+from airflow_cdc.spark.frames import POSITION_COLUMN
+from airflow_cdc.spark.targets.lake_evolution import LakePlan
+
+if TYPE_CHECKING:
+    from airflow_cdc.spark.targets.lake import LakeTarget
+
+log = logging.getLogger(__name__)
+
+_CATALOG_PREFIX = "catalog="
+
+
+def catalog_conf(url: str) -> tuple[str, dict[str, str]]:
+    """The catalog name of an ``iceberg:`` target URL and the Spark configuration it needs (none
+    for ``iceberg:catalog=NAME``: the user's configuration defines it)."""
+    place = url.partition(":")[2].removeprefix("//")
+    if place.startswith(_CATALOG_PREFIX):
+        name = place[len(_CATALOG_PREFIX) :]
+        if not name.replace("_", "").isalnum():
+            raise ConfigError(
+                [ConfigProblem("--target-url", f"bad Iceberg catalog name {name!r}", "iceberg:catalog=NAME")]
+            )
+        return name, {}
+    if not place:
+        raise ConfigError([ConfigProblem("--target-url", "iceberg: without a path", "iceberg:/data/lake")])
+    name = "cdc_iceberg_" + hashlib.sha1(place.encode()).hexdigest()[:10]
+    prefix = f"spark.sql.catalog.{name}"
+    return name, {
+        prefix: "org.apache.iceberg.spark.SparkCatalog",
+        f"{prefix}.type": "hadoop",
+        f"{prefix}.warehouse": place,
+    }
+
+
+class IcebergFormat:
+    name = "iceberg"
+
+    def __init__(self, target: LakeTarget, root: str) -> None:
+        self.target = target
+        self.url = f"iceberg:{root}"
+        self.catalog, self.conf = catalog_conf(self.url)
+        self.root = root
+        self._configured = False
+
+    def _ready(self, spark: Any) -> None:
+        """The Hadoop catalog's configuration, set at runtime when the session lacks it (Spark
+        loads a catalog on its first use, by the configuration then)."""
+        if not self._configured:
+            for key, value in self.conf.items():
+                if spark.conf.get(key, None) != value:
+                    spark.conf.set(key, value)
+            self._configured = True
+
+    def _parts(self, table: str) -> list[str]:
+        return self.target.target_name(table).split(".")
+
+    def where(self, table: str) -> str:
+        return ".".join(f"`{p}`" for p in [self.catalog, *self._parts(table)])
+
+    def ref(self, table: str) -> str:
+        return self.where(table)
+
+    def schema(self, spark: Any, table: str) -> Any:
+        """The table's Spark schema; None when the catalog has no such table."""
+        self._ready(spark)
+        if not spark.catalog.tableExists(self.where(table)):
+            return None
+        return spark.table(self.where(table)).schema
+
+    def columns(self, spark: Any, table: str) -> dict[str, str] | None:
+        schema = self.schema(spark, table)
+        return None if schema is None else {f.name: f.dataType.simpleString() for f in schema.fields}
+
+    def create(self, spark: Any, table: str, columns: list[tuple[str, str]]) -> None:
+        self._ready(spark)
+        parts = self._parts(table)
+        if len(parts) > 1:
+            namespace = ".".join(f"`{p}`" for p in [self.catalog, *parts[:-1]])
+            spark.sql(f"CREATE NAMESPACE IF NOT EXISTS {namespace}")
+        ddl = ", ".join(f"`{name}` {spark_type}" for name, spark_type in columns)
+        self._sql(
+            spark, f"CREATE TABLE IF NOT EXISTS {self.where(table)} ({ddl}, {POSITION_COLUMN} string) USING iceberg"
+        )
+
+    def evolve(self, spark: Any, table: str, plan: LakePlan, defaults: dict[str, str]) -> None:
+        self._ready(spark)
+        ref = self.where(table)
+        if plan.add:
+            self._sql(spark, f"ALTER TABLE {ref} ADD COLUMNS ({', '.join(f'`{n}` {t}' for n, t, _ in plan.add)})")
+        for name, _, new in plan.widen:
+            self._sql(spark, f"ALTER TABLE {ref} ALTER COLUMN `{name}` TYPE {new}")
+        for name, literal in defaults.items():
+            self._sql(spark, f"UPDATE {ref} SET `{name}` = {literal}")
+
+    @staticmethod
+    def _sql(spark: Any, statement: str) -> None:
+        log.warning("Schema change: %s", statement)
+        spark.sql(statement)
+
+    def apply(self, spark: Any, table: str, rows: Any) -> dict[str, int]:
+        from airflow_cdc.spark.targets.lake import merged_into
+
+        self._ready(spark)
+        return merged_into(spark, self.target, table, rows, self.ref(table))
