@@ -60,7 +60,7 @@ def connection_url(conn_id: str) -> str:
     if scheme is None:
         raise AirflowException(
             f"connection {conn_id!r} is of type {conn.conn_type!r}: the apply job writes to a postgres or mysql "
-            "connection (or give job=ApplyConfig(target_url='delta:PATH' / 'parquet:PATH'))"
+            "connection (or give job=ApplyConfig(target_url='delta:PATH' / 'parquet:PATH' / 'iceberg:PATH'))"
         )
     return conn.get_uri().replace(f"{conn.conn_type}://", f"{scheme}://", 1).split("?")[0]
 
@@ -178,7 +178,7 @@ class CdcSparkApplyOperator(BaseOperator):
         if bool(target_conn_id) == bool(self.job.target_url):
             raise ValueError(
                 "give exactly one of target_conn_id (postgres/mysql) or job=ApplyConfig(target_url=...) "
-                "(delta:/parquet:)"
+                "(delta:/parquet:/iceberg:)"
             )
         self.spark_conn_id = spark_conn_id
         self.cdc_conn_id = cdc_conn_id
@@ -297,10 +297,10 @@ class CdcSparkApplyOperator(BaseOperator):
         return str(Path(home) / "cdc" / "checkpoints" / f"{self.dag_id}.{self.task_id}")
 
     def connector_jars(self, target: str) -> list[str]:
-        """The jars ``scripts/setup`` resolved, when the Kafka source or a Delta target needs them."""
+        """The jars ``scripts/setup`` resolved, when the Kafka source or a Delta or Iceberg target needs them."""
         from airflow_cdc.spark.apply import connector_jars
 
-        needs = (self.job.source or "kafka") == "kafka" or scheme_of(target) == "delta"
+        needs = (self.job.source or "kafka") == "kafka" or scheme_of(target) in ("delta", "iceberg")
         return connector_jars() if needs else []
 
     def execute(self, context: Context) -> dict[str, Any]:
@@ -314,7 +314,7 @@ class CdcSparkApplyOperator(BaseOperator):
             self.submit = dataclasses.replace(self.submit, master=self.connection_master())
         target = connection_url(self.target_conn_id) if self.target_conn_id else str(self.job.target_url)
         if scheme_of(target) not in (*SQL_SCHEMES, *LAKE_SCHEMES):
-            raise AirflowException(f"target_url {self.job.target_url!r}: use delta:PATH or parquet:PATH")
+            raise AirflowException(f"target_url {self.job.target_url!r}: use delta:PATH, parquet:PATH or iceberg:PATH")
         if self.check_target:
             self.preflight(target)
         checkpoint = self.job.checkpoint or self.default_checkpoint()

@@ -113,7 +113,11 @@ def parser() -> argparse.ArgumentParser:
     p.add_argument("--starting-offsets", default="earliest")
     p.add_argument("--max-records-per-batch", type=int)
     p.add_argument("--kafka-option", action="append", default=[], metavar="KEY=VALUE")
-    p.add_argument("--target-url", help=f"postgresql://, mysql://, delta:PATH or parquet:PATH (else ${TARGET_URL_ENV})")
+    p.add_argument(
+        "--target-url",
+        help="postgresql://, mysql://, delta:PATH, parquet:PATH, iceberg:PATH or iceberg:catalog=NAME "
+        f"(else ${TARGET_URL_ENV})",
+    )
     # Required unless --config-json gives it (parse_args says so as argparse would).
     p.add_argument("--checkpoint", help="Spark's checkpoint directory for this job (required)")
     p.add_argument("--table-map", action="append", default=[], metavar="SOURCE_TABLE=TARGET_TABLE")
@@ -335,6 +339,12 @@ def session(job: ApplyJob) -> Any:
         builder = builder.config("spark.sql.extensions", "io.delta.sql.DeltaSparkSessionExtension").config(
             "spark.sql.catalog.spark_catalog", "org.apache.spark.sql.delta.catalog.DeltaCatalog"
         )
+    if job.target_url.startswith("iceberg:"):
+        from airflow_cdc.spark.targets.lake_iceberg import catalog_conf
+
+        # iceberg:PATH: a Hadoop catalog in PATH (iceberg:catalog=NAME: the user's own conf defines it).
+        for key, value in catalog_conf(job.target_url)[1].items():
+            builder = builder.config(key, value)
     return builder.getOrCreate()
 
 

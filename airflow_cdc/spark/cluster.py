@@ -81,7 +81,7 @@ def storage_warnings(master: str, checkpoint: str, target_url: str) -> list[str]
             "(a no-op on the target, but slow)"
         )
     kind, _, path = target_url.partition(":")
-    if kind in ("delta", "parquet") and "://" not in path:
+    if kind in ("delta", "parquet", "iceberg") and "://" not in path and not path.startswith("catalog="):
         out.append(
             f"target {target_url!r} is a local path: on a cluster the executors write it, so it must be "
             "storage every executor and this task share"

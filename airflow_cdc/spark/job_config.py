@@ -212,7 +212,8 @@ class ApplyConfig(_Group):
     #: Kafka client settings without secrets (``security.protocol``, ...); passwords come from the
     #: operator's ``kafka_conn_id`` through the job's environment, never in this document.
     kafka_options: Mapping[str, str] = field(default_factory=dict)
-    #: Instead of the operator's ``target_conn_id``: ``delta:PATH`` or ``parquet:PATH``.
+    #: Instead of the operator's ``target_conn_id``: ``delta:PATH``, ``parquet:PATH``, ``iceberg:PATH`` (a
+    #: Hadoop catalog there) or ``iceberg:catalog=NAME`` (a Spark catalog the submit's conf defines).
     target_url: str | None = None
     #: Source table → target table (default: the same ``schema.table``).
     table_map: Mapping[str, str] = field(default_factory=dict)
@@ -279,7 +280,10 @@ class ApplyConfig(_Group):
         check.choice("schema_change_policy", POLICIES)
         url = self.target_url
         if isinstance(url, str) and not is_template(url) and scheme_of(url) not in (*SQL_SCHEMES, *LAKE_SCHEMES):
-            fix = "delta:PATH or parquet:PATH (postgresql://… and mysql://… work, but a DAG has target_conn_id)"
+            fix = (
+                "delta:PATH, parquet:PATH or iceberg:PATH (postgresql://… and mysql://… work, but a DAG has "
+                "target_conn_id)"
+            )
             check.problem("target_url", f"unknown target {url.split('@')[-1]!r}", fix)
         if self.topics and self.topic_pattern:
             check.problem("topic_pattern", "given with topics", "give topics or a topic_pattern, not both")

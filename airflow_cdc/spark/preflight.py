@@ -202,8 +202,8 @@ def _pg_cause(text: str) -> str:
 
 def _check_lake(url: str, label: str) -> None:
     root = url.split(":", 1)[1].removeprefix("//")  # as LakeTarget reads it
-    if "://" in root:
-        return  # remote storage: the executors' credentials decide, not this worker's
+    if "://" in root or root.startswith("catalog="):
+        return  # remote storage or an Iceberg catalog: the executors' credentials decide, not this worker's
     existing = Path(root).absolute()
     while not existing.exists():
         existing = existing.parent

@@ -1,4 +1,4 @@
-"""Where the apply job writes: a SQL table (PostgreSQL, MySQL), a Delta table or Parquet.
+"""Where the apply job writes: a SQL table (PostgreSQL, MySQL), a Delta, Parquet or Iceberg table.
 
 ``target_for(url, ...)`` picks one by the URL's scheme. A target's ``apply(latest)`` takes the
 laned latest frame of one micro-batch (``frames.py``) and returns counts; it must be replay-safe
@@ -13,7 +13,7 @@ from typing import Any, Protocol
 from airflow_cdc.engine.errors import ConfigError, ConfigProblem
 
 SQL_SCHEMES = ("postgresql", "postgres", "mysql")
-LAKE_SCHEMES = ("delta", "parquet")
+LAKE_SCHEMES = ("delta", "parquet", "iceberg")
 
 
 class Target(Protocol):
@@ -39,7 +39,7 @@ def target_for(url: str, table_map: Mapping[str, str], settings: Mapping[str, st
             ConfigProblem(
                 "--target-url",
                 f"unknown target {url.split('@')[-1]!r}",
-                "postgresql://…, mysql://…, delta:PATH or parquet:PATH",
+                "postgresql://…, mysql://…, delta:PATH, parquet:PATH, iceberg:PATH or iceberg:catalog=NAME",
             )
         ]
     )
