@@ -1,7 +1,7 @@
-"""Delta and Parquet targets in the transaction-consistent mode (ADR 0023): incomplete source
+"""Delta, Parquet and Iceberg targets in the transaction-consistent mode (ADR 0023): incomplete source
 transactions held back, but the tables of a batch commit one after another.
 
-Neither format commits several tables at once (Delta's commit is per table), so a reader can see
+No format commits several tables at once (Delta's and Iceberg's commits are per table), so a reader can see
 a transaction's change to one table before its change to another; what holds is that a batch
 applies only complete transactions, in commit order, and every table converges. The held records
 and the batch id are a JSON file per streaming query under ``<root>/_cdc_pending/``, replaced
@@ -20,6 +20,8 @@ from collections.abc import Mapping
 from dataclasses import asdict
 from typing import Any
 
+from airflow_cdc.engine.errors import ConfigError, ConfigProblem
+from airflow_cdc.spark.table_schemas import TableSchema
 from airflow_cdc.spark.targets.lake import LakeTarget
 from airflow_cdc.spark.transaction_order import Waiting
 from airflow_cdc.spark.transactions import Stored
@@ -36,11 +38,22 @@ NOT_ATOMIC = (
 class ConsistentLakeTarget:
     def __init__(self, url: str, table_map: Mapping[str, str], settings: Mapping[str, str], tx_topic: str) -> None:
         self.lake = LakeTarget(url, table_map, settings)
+        if str(self.lake.root).startswith("catalog="):
+            problem = ConfigProblem(
+                "consistency",
+                f"transaction on {url}: the held records need a directory, and a catalog has none here",
+                "iceberg:PATH (a Hadoop catalog there), or consistency=key",
+            )
+            raise ConfigError([problem])
         self.tx_topic = tx_topic
         self.state = self.lake.root / "_cdc_pending"
         message = NOT_ATOMIC.format(kind=self.lake.kind.capitalize())
         log.warning(message)
         print(message, file=sys.stderr, flush=True)
+
+    def prepare(self, versions: Mapping[str, list[TableSchema]]) -> Any:
+        """Tables created and evolved for the ready changes, as ``LakeTarget.prepare``."""
+        return self.lake.prepare(versions)
 
     def load(self, query_id: str) -> Stored:
         path = self.state / f"{query_id}.json"
