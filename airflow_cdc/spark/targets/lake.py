@@ -21,7 +21,7 @@ import uuid
 from collections.abc import Iterator, Mapping
 from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
-from typing import Any
+from typing import Any, Protocol
 
 from airflow_cdc.spark.frames import POSITION_COLUMN
 from airflow_cdc.spark.schema_policy import policy_of
@@ -31,6 +31,19 @@ from airflow_cdc.spark.targets.lake_evolution import LakePlan, LakeTargetError, 
 from airflow_cdc.spark.values import Modes
 
 __all__ = ["LakeTarget", "LakeTargetError", "create_table", "row_decoder"]
+
+
+class LakeFormat(Protocol):
+    """One lake format's side of a ``LakeTarget`` (``lake_delta``, ``lake_parquet``, ``lake_iceberg``)."""
+
+    root: Any
+
+    def where(self, table: str) -> str: ...
+    def schema(self, spark: Any, table: str) -> Any: ...
+    def columns(self, spark: Any, table: str) -> dict[str, str] | None: ...
+    def create(self, spark: Any, table: str, columns: list[tuple[str, str]]) -> None: ...
+    def evolve(self, spark: Any, table: str, plan: LakePlan, defaults: dict[str, str]) -> None: ...
+    def apply(self, spark: Any, table: str, rows: Any) -> dict[str, int]: ...
 
 
 class LakeTarget:
@@ -50,8 +63,8 @@ class LakeTarget:
         self.table_map = dict(table_map)
         self.modes = Modes.from_config(dict(settings))
         self.policy = policy_of(settings)
-        formats = {"delta": DeltaFormat, "parquet": ParquetFormat, "iceberg": IcebergFormat}
-        self.format = formats[self.kind](self, root)
+        formats: dict[str, Any] = {"delta": DeltaFormat, "parquet": ParquetFormat, "iceberg": IcebergFormat}
+        self.format: LakeFormat = formats[self.kind](self, root)
         #: Per source table, from the last batch with schemas: its columns, the columns whose
         #: absence from a change keeps the row's value, and the schema versions prepared for.
         self._sources: dict[str, dict[str, SourceColumn]] = {}
@@ -201,7 +214,7 @@ def create_table(spark: Any, url: str, table: str, columns: str) -> Any:
     from pyspark.sql.types import StructType
 
     target = LakeTarget(url, {}, {})
-    fields = StructType.fromDDL(columns).fields
+    fields = StructType.fromDDL(columns).fields  # type: ignore[attr-defined]
     target.format.create(spark, table, [(f.name, f.dataType.simpleString()) for f in fields])
     return target.path(table) if target.kind != "iceberg" else target.format.where(table)
 
