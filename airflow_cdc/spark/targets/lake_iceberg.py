@@ -55,6 +55,10 @@ def catalog_conf(url: str) -> tuple[str, dict[str, str]]:
         prefix: "org.apache.iceberg.spark.SparkCatalog",
         f"{prefix}.type": "hadoop",
         f"{prefix}.warehouse": place,
+        # No table cache: a streaming query's batches run in a clone of the job's session, with
+        # a catalog instance of their own, and a table cached in the other would stay at the
+        # snapshot it was first read at (a reader saw the table empty after the batch's MERGE).
+        f"{prefix}.cache-enabled": "false",
     }
 
 
@@ -66,16 +70,14 @@ class IcebergFormat:
         self.url = f"iceberg:{root}"
         self.catalog, self.conf = catalog_conf(self.url)
         self.root = root
-        self._configured = False
 
     def _ready(self, spark: Any) -> None:
-        """The Hadoop catalog's configuration, set at runtime when the session lacks it (Spark
-        loads a catalog on its first use, by the configuration then)."""
-        if not self._configured:
-            for key, value in self.conf.items():
-                if spark.conf.get(key, None) != value:
-                    spark.conf.set(key, value)
-            self._configured = True
+        """The Hadoop catalog's configuration, set at runtime in a session that lacks it (Spark
+        loads a catalog on its first use, by the configuration then). Every session is checked:
+        a streaming query's batches run in a clone of the job's session."""
+        for key, value in self.conf.items():
+            if spark.conf.get(key, None) != value:
+                spark.conf.set(key, value)
 
     def _parts(self, table: str) -> list[str]:
         return self.target.target_name(table).split(".")
