@@ -1,6 +1,8 @@
 """The Apache Iceberg format of the lake target: MERGE INTO with the position guard, and schema
 changes by Iceberg's own DDL (``ADD COLUMNS``, ``ALTER COLUMN ... TYPE``: int to bigint, float to
-double, a decimal's precision at the same scale - Iceberg's rules; anything else stops the job).
+double, a decimal's precision at the same scale - Iceberg's rules). A decimal's scale Iceberg
+cannot change in place: the job replaces a table of its own catalog (``iceberg:PATH``) with
+``CREATE OR REPLACE TABLE ... AS SELECT`` and stops, naming the fix, on any other catalog's.
 
 Where the tables live:
 
@@ -26,7 +28,8 @@ from typing import TYPE_CHECKING, Any
 
 from airflow_cdc.engine.errors import ConfigError, ConfigProblem
 from airflow_cdc.spark.frames import POSITION_COLUMN
-from airflow_cdc.spark.targets.lake_evolution import LakePlan
+from airflow_cdc.spark.targets.lake_evolution import LakePlan, LakeTargetError
+from airflow_cdc.spark.targets.lake_schemas import in_place
 
 if TYPE_CHECKING:
     from airflow_cdc.spark.targets.lake import LakeTarget
@@ -113,12 +116,35 @@ class IcebergFormat:
     def evolve(self, spark: Any, table: str, plan: LakePlan, defaults: dict[str, str]) -> None:
         self._ready(spark)
         ref = self.where(table)
+        rewrites = {name: new for name, current, new in plan.widen if not in_place("iceberg", current, new)}
+        if rewrites and not self.conf:
+            name, new = next(iter(rewrites.items()))
+            raise LakeTargetError(
+                f"iceberg table {ref} (source {plan.source}): column {name} must widen to {new}, a decimal scale "
+                "Iceberg changes only by rewriting the table, which the job does only in its own catalog "
+                f"(iceberg:PATH), not in catalog {self.catalog}. Nothing of this batch was applied. Rewrite it "
+                f"yourself (CREATE OR REPLACE TABLE {ref} ... AS SELECT ..., CAST({name} AS {new}) AS {name}, ...), "
+                "or set schema_change_policy='ignore'; then run the job again: it applies from this batch"
+            )
         if plan.add:
             self._sql(spark, f"ALTER TABLE {ref} ADD COLUMNS ({', '.join(f'`{n}` {t}' for n, t, _ in plan.add)})")
         for name, _, new in plan.widen:
-            self._sql(spark, f"ALTER TABLE {ref} ALTER COLUMN `{name}` TYPE {new}")
+            if name not in rewrites:
+                self._sql(spark, f"ALTER TABLE {ref} ALTER COLUMN `{name}` TYPE {new}")
+        if rewrites:
+            # One atomic replace (Iceberg's staged REPLACE TABLE ... AS SELECT): readers see the
+            # table before or after, never without it. The tables the job creates have no
+            # partitioning or properties of their own to carry over.
+            columns = [
+                f"CAST(`{n}` AS {rewrites[n]}) AS `{n}`" if n in rewrites else f"`{n}`"
+                for n in self._names(spark, table)
+            ]
+            self._sql(spark, f"CREATE OR REPLACE TABLE {ref} USING iceberg AS SELECT {', '.join(columns)} FROM {ref}")
         for name, literal in defaults.items():
             self._sql(spark, f"UPDATE {ref} SET `{name}` = {literal}")
+
+    def _names(self, spark: Any, table: str) -> list[str]:
+        return list(spark.table(self.where(table)).columns)
 
     @staticmethod
     def _sql(spark: Any, statement: str) -> None:

@@ -156,8 +156,8 @@ def kind(spark: str) -> Kind:
 #: What each format widens in place: Delta's type widening (``delta.enableTypeWidening``: any
 #: integer to a wider one, float to double, a decimal's precision and scale as long as its
 #: integer digits do not shrink), Iceberg's schema evolution (int to long, float to double, a
-#: decimal's precision with the same scale; Iceberg has no 8- or 16-bit integer), Parquet's
-#: rewrite (anything a cast widens without loss).
+#: decimal's precision with the same scale, its scale only by rewriting the table; Iceberg has no
+#: 8- or 16-bit integer), Parquet's rewrite (anything a cast widens without loss).
 FORMATS = ("delta", "iceberg", "parquet")
 
 
@@ -186,22 +186,32 @@ def widened(target: str, source: str) -> str:
 
 
 def can_widen(fmt: str, target: str, new: str) -> bool:
-    """Whether ``fmt`` widens a ``target`` column to ``new`` in place (``widened`` chose ``new``)."""
+    """Whether ``fmt`` widens a ``target`` column to ``new`` (``widened`` chose ``new``), in place
+    or (:func:`in_place` says which) by rewriting the table."""
     have, want = kind(target), kind(new)
     if have.family == "decimal" and want.size[0] + want.size[1] > MAX_PRECISION:
         return False
-    if fmt == "parquet":
-        return True
-    if have.family == "decimal":
-        return fmt == "delta" or want.size[1] == have.size[1]
+    if fmt == "parquet" or have.family in ("decimal", "float"):
+        return True  # Iceberg changes a decimal's scale by a rewrite of its own table
     if have.family == "integer":
         return fmt == "delta" or (have.size[0] >= 32 and want.size[0] == 64)
-    return have.family == "float"
+    return False
+
+
+def in_place(fmt: str, target: str, new: str) -> bool:
+    """Whether ``fmt`` widens a ``target`` column to ``new`` by DDL alone (no data rewritten):
+    Delta always, Iceberg unless a decimal's scale changes, Parquet never (its files are its schema)."""
+    if fmt == "iceberg" and kind(target).family == "decimal":
+        return kind(new).size[1] == kind(target).size[1]
+    return fmt in ("delta", "iceberg")
 
 
 def how_to_widen(fmt: str) -> str:
     return {
         "delta": "Delta widens integers, float to double and decimals whose integer digits do not shrink",
-        "iceberg": "Iceberg widens int to bigint, float to double and a decimal's precision at the same scale",
+        "iceberg": (
+            "Iceberg widens int to bigint, float to double and a decimal's precision; the job rewrites a table "
+            "of its own catalog (iceberg:PATH) for a decimal's scale"
+        ),
         "parquet": "",
     }[fmt]

@@ -228,14 +228,31 @@ def test_an_incompatible_change_stops_the_batch_with_the_fix(spark: Any, tmp_pat
     assert rows(target, spark, table) == [{"id": 1, "code": "a1"}]
 
 
-def test_iceberg_cannot_change_a_decimal_scale_and_says_so(spark: Any, tmp_path: Path) -> None:
+def test_iceberg_widens_a_decimals_scale_by_replacing_its_own_table_and_stops_on_another_catalogs(
+    spark: Any, tmp_path: Path
+) -> None:
     target, table = lake(tmp_path, "iceberg", "lenient")
     source = Source(table)
-    batch(
-        target, spark, [schema(table, decimal_field("amount", 10, 2))], source.change("c", 1, amount=decimal("1.5", 2))
-    )
-    with pytest.raises(LakeTargetError, match=r"column amount is decimal\(10,2\).*decimal\(20,4\).*same scale"):
-        target.prepare({table: [schema(table, decimal_field("amount", 20, 4))]})
+    v1 = schema(table, decimal_field("amount", 10, 2), field("note", "string"))
+    batch(target, spark, [v1], source.change("c", 1, amount=decimal("1.5", 2), note="a"))
+    v2 = schema(table, decimal_field("amount", 20, 4), field("note", "string"))
+    batch(target, spark, [v2], source.change("c", 2, amount=decimal("2.1234", 4), note="b"))
+    assert types(target, spark, table)["amount"] == "decimal(20,4)"
+    assert rows(target, spark, table) == [
+        {"id": 1, "amount": Decimal("1.5000"), "note": "a"},
+        {"id": 2, "amount": Decimal("2.1234"), "note": "b"},
+    ]
+    # The same table through a catalog the user configured: the job does not replace its tables.
+    spark.conf.set("spark.sql.catalog.users_lake", "org.apache.iceberg.spark.SparkCatalog")
+    spark.conf.set("spark.sql.catalog.users_lake.type", "hadoop")
+    spark.conf.set("spark.sql.catalog.users_lake.warehouse", str(tmp_path / "users"))
+    theirs = LakeTarget("iceberg:catalog=users_lake", {}, {SETTING: "lenient"})
+    batch(theirs, spark, [v1], source.change("c", 3, amount=decimal("3.5", 2), note="c"))
+    with pytest.raises(
+        LakeTargetError, match=r"column amount must widen to decimal\(20,4\).*not in catalog users_lake"
+    ):
+        theirs.prepare({table: [v2]})
+    assert rows(theirs, spark, table) == [{"id": 3, "amount": Decimal("3.50"), "note": "c"}]
 
 
 @pytest.mark.parametrize("kind", KINDS)

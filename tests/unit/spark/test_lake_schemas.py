@@ -7,7 +7,7 @@ import pytest
 
 from airflow_cdc.spark.table_schemas import SourceColumn, TableSchema
 from airflow_cdc.spark.targets.lake_evolution import LakeTargetError, plan_table, sql_literal
-from airflow_cdc.spark.targets.lake_schemas import can_widen, spark_type, takes, widened
+from airflow_cdc.spark.targets.lake_schemas import can_widen, in_place, spark_type, takes, widened
 
 DECIMAL = "org.apache.kafka.connect.data.Decimal"
 
@@ -81,7 +81,8 @@ def test_widened_keeps_the_larger_digits_on_each_side_of_the_point() -> None:
         ("delta", "decimal(10,2)", "decimal(20,4)", True),
         ("iceberg", "int", "bigint", True),
         ("iceberg", "decimal(10,2)", "decimal(20,2)", True),
-        ("iceberg", "decimal(10,2)", "decimal(20,4)", False),
+        ("iceberg", "decimal(10,2)", "decimal(20,4)", True),
+        ("iceberg", "smallint", "bigint", False),
         ("iceberg", "float", "double", True),
         ("parquet", "decimal(10,2)", "decimal(20,4)", True),
         ("parquet", "decimal(30,2)", "decimal(40,2)", False),
@@ -89,6 +90,14 @@ def test_widened_keeps_the_larger_digits_on_each_side_of_the_point() -> None:
 )
 def test_what_each_format_widens(fmt: str, target: str, new: str, can: bool) -> None:
     assert can_widen(fmt, target, new) is can
+
+
+def test_what_each_format_widens_without_rewriting_data() -> None:
+    assert in_place("delta", "decimal(10,2)", "decimal(20,4)")
+    assert in_place("iceberg", "decimal(10,2)", "decimal(20,2)")
+    assert not in_place("iceberg", "decimal(10,2)", "decimal(20,4)")  # the job replaces the table
+    assert in_place("iceberg", "int", "bigint")
+    assert not in_place("parquet", "int", "bigint")
 
 
 def version(*columns: SourceColumn) -> TableSchema:
