@@ -186,6 +186,21 @@ def test_the_exactly_one_target() -> None:
         CdcSparkApplyOperator(task_id="apply", target_conn_id="pg", job=ApplyConfig(target_url="delta:/x"))
 
 
+def test_iceberg_runtime_is_shipped_for_an_iceberg_target_only(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    spark = tmp_path / "spark"
+    spark.mkdir()
+    for name in ("delta-spark_2.13-4.3.0.jar", "iceberg-spark-runtime-4.1_2.13-1.12.0.jar", "kafka-clients-3.9.1.jar"):
+        (spark / name).write_bytes(b"")
+    monkeypatch.setenv("CDC_JARS", str(tmp_path))
+
+    def shipped(url: str) -> list[str]:
+        operator = CdcSparkApplyOperator(task_id="apply", job=ApplyConfig(topics=["t"], target_url=url))
+        return [Path(jar).name.split("-")[0] for jar in operator.connector_jars(url)]
+
+    assert shipped("iceberg:/lake") == ["delta", "iceberg", "kafka"]
+    assert shipped("delta:/lake") == ["delta", "kafka"]
+
+
 def test_the_instance_config_names_sink_topics_and_value_modes() -> None:
     changelog = inputs_from_engine_config(
         {
