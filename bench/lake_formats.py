@@ -45,12 +45,7 @@ def batch(rows: int, update: bool) -> list[tuple[Any, ...]]:
 
 
 def rows_of(spark: Any, target: LakeTarget) -> set[tuple[Any, ...]]:
-    if target.kind == "delta":
-        frame = spark.read.format("delta").load(target.format.where(TABLE))
-    elif target.kind == "parquet":
-        frame = spark.read.parquet(str(target.format.current(target.path(TABLE))))
-    else:
-        frame = spark.table(target.format.where(TABLE))
+    frame = target.read(spark, TABLE)
     return {tuple(r) for r in frame.select("id", "v").collect()}
 
 

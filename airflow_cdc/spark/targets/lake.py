@@ -40,6 +40,7 @@ class LakeFormat(Protocol):
 
     def where(self, table: str) -> str: ...
     def schema(self, spark: Any, table: str) -> Any: ...
+    def frame(self, spark: Any, table: str) -> Any: ...
     def columns(self, spark: Any, table: str) -> dict[str, str] | None: ...
     def create(self, spark: Any, table: str, columns: list[tuple[str, str]]) -> None: ...
     def evolve(self, spark: Any, table: str, plan: LakePlan, defaults: dict[str, str]) -> None: ...
@@ -76,6 +77,11 @@ class LakeTarget:
 
     def target_name(self, table: str) -> str:
         return self.table_map.get(table, table)
+
+    def read(self, spark: Any, table: str) -> Any:
+        """The target table of source ``table`` as a DataFrame (``_cdc_position`` included), read
+        in ``spark`` as the job writes it (an Iceberg catalog configured in that session first)."""
+        return self.format.frame(spark, table)
 
     # -- schema changes ----------------------------------------------------------------------
     def prepare(self, versions: Mapping[str, list[TableSchema]]) -> list[LakePlan]:

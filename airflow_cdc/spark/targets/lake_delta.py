@@ -45,6 +45,9 @@ class DeltaFormat:
         except AnalysisException:  # no such path, or not a Delta table
             return None
 
+    def frame(self, spark: Any, table: str) -> Any:
+        return spark.read.format("delta").load(self.where(table))
+
     def columns(self, spark: Any, table: str) -> dict[str, str] | None:
         schema = self.schema(spark, table)
         return None if schema is None else {f.name: f.dataType.simpleString() for f in schema.fields}

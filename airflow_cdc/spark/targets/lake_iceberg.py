@@ -98,6 +98,10 @@ class IcebergFormat:
             return None
         return spark.table(self.where(table)).schema
 
+    def frame(self, spark: Any, table: str) -> Any:
+        self._ready(spark)
+        return spark.table(self.where(table))
+
     def columns(self, spark: Any, table: str) -> dict[str, str] | None:
         schema = self.schema(spark, table)
         return None if schema is None else {f.name: f.dataType.simpleString() for f in schema.fields}

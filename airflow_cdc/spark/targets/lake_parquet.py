@@ -45,6 +45,9 @@ class ParquetFormat:
             return None
         return spark.read.parquet(str(self.current(path))).schema
 
+    def frame(self, spark: Any, table: str) -> Any:
+        return spark.read.parquet(str(self.current(self.target.path(table))))
+
     def columns(self, spark: Any, table: str) -> dict[str, str] | None:
         schema = self.schema(spark, table)
         return None if schema is None else {f.name: f.dataType.simpleString() for f in schema.fields}

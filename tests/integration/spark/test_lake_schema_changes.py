@@ -86,12 +86,7 @@ def batch(target: LakeTarget, spark: Any, versions: list[TableSchema], *changes:
 def rows(target: LakeTarget, spark: Any, table: str) -> list[dict[str, Any]]:
     schema = target.format.schema(spark, table)
     assert schema is not None, f"no {target.kind} table for {table}"
-    if target.kind == "delta":
-        frame = spark.read.format("delta").load(target.format.where(table))
-    elif target.kind == "parquet":
-        frame = spark.read.parquet(str(target.format.current(target.path(table))))
-    else:
-        frame = spark.table(target.format.where(table))
+    frame = target.read(spark, table)
     return sorted(
         ({k: v for k, v in r.asDict().items() if k != POSITION_COLUMN} for r in frame.collect()),
         key=lambda r: r["id"],

@@ -97,12 +97,7 @@ def source_rows(dsn: str) -> dict[int, dict[str, Any]]:
 
 def lake_rows(spark: Any, target: LakeTarget) -> dict[int, dict[str, Any]]:
     table = "public.items"
-    if target.kind == "delta":
-        frame = spark.read.format("delta").load(target.format.where(table))
-    elif target.kind == "parquet":
-        frame = spark.read.parquet(str(target.format.current(target.path(table))))
-    else:
-        frame = spark.table(target.format.where(table))
+    frame = target.read(spark, table)
     return {r["id"]: {k: v for k, v in r.asDict().items() if k != POSITION_COLUMN} for r in frame.collect()}
 
 
