@@ -4,8 +4,9 @@ by Delta's own DDL.
 Tables the job creates have Delta's type widening on (``delta.enableTypeWidening``: integers,
 float to double, a decimal's precision and scale widen in place, no rewrite); a table created
 without it gets it when a column must first widen. The table feature raises the table's protocol
-(reader 3, writer 7): readers need Delta 3.3 or newer. Widening needs delta-spark 4.3.0 on pyspark
-4.1.3 (4.2.0's jars fail on it, ADR 0012).
+(reader 3, writer 7): its readers need a Delta that knows the ``typeWidening`` feature. Widening and
+every read past a log checkpoint need delta-spark 4.3.0 on pyspark 4.1.3 (4.2.0's jars fail on it,
+ADR 0012). Columns are never dropped or renamed here, so Delta's column mapping is not needed.
 """
 
 from __future__ import annotations
