@@ -265,6 +265,9 @@ EVENT_STREAM: tuple[tuple[str, ...], ...] = (
     ("insert into audit_log values ('2024-03-01 10:00:00', 'first', 2), ('2024-03-01 10:00:01', 'second', 2)",),
     ("update audit_log set level = 3 where msg = 'first'",),
     ("delete from audit_log where msg = 'boot'",),
+    # TRUNCATE: a record of op t where skipped.operations lets it through (Debezium's default skips it).
+    ("truncate table audit_log",),
+    ("insert into audit_log values ('2024-03-02 10:00:00', 'after truncate', 1)",),
     # DDL mid-stream: rows before and after ADD, DROP and RENAME COLUMN.
     ("alter table evolving add column c varchar(10) default 'dflt'",),
     ("insert into evolving (id, a, b) values (3, 30, 'three')", "update evolving set c = 'set' where id = 1"),

@@ -54,6 +54,8 @@ VARIANTS = (
     # The transaction topic (a DDL's GTID begins a transaction that never ends, in both) and
     # every event's transaction block.
     Variant("transaction-metadata", {"provide.transaction.metadata": "true"}),
+    # TRUNCATE TABLE's record (op t), which the default skips.
+    Variant("truncates", {"skipped.operations": "none"}),
 )
 
 #: Set to a file path to write both sides' events there as JSON.

@@ -17,6 +17,7 @@ from airflow_cdc.engine.sources.mysql.ddl.clauses import (
     Unread,
     read_clauses,
 )
+from airflow_cdc.engine.sources.mysql.ddl.statements import truncated_table
 from airflow_cdc.engine.sources.mysql.ddl.tokens import closing, split_top_level, strip_comments, tokens
 
 
@@ -97,3 +98,19 @@ def test_an_alter_changes_both_models_alike(alter: str, columns: list[str]) -> N
 def test_key_words_glued_to_their_column_list_are_keys_not_columns() -> None:
     table = table_changes.create_table("shop", "t", "(a int not null, b int, INDEX(b), UNIQUE(a))", "utf8mb4")
     assert [c.name for c in table.columns] == ["a", "b"] and table.key == ["a"]
+
+
+@pytest.mark.parametrize(
+    ("sql", "table"),
+    [
+        ("truncate table audit_log", ("shop", "audit_log")),
+        ("TRUNCATE `other`.`Audit Log`;", ("other", "Audit Log")),
+        ("truncate audit_log", ("shop", "audit_log")),  # TABLE is optional in MySQL
+        ("/* by a tool */ truncate table x", ("shop", "x")),
+        ("SET STATEMENT max_statement_time=60 FOR TRUNCATE TABLE x", ("shop", "x")),
+        ("truncate table x, y", None),  # not MySQL: one table per TRUNCATE
+        ("create table truncate_me (id int)", None),
+    ],
+)
+def test_a_truncate_names_the_table_it_empties(sql: str, table: tuple[str, str] | None) -> None:
+    assert truncated_table(sql, "shop") == table

@@ -158,6 +158,12 @@ class ChangeBuilder:
             return self._delete(rows, before, source, offset, ts_ms)
         return self._emit(rows, change.op, before, after, source, offset, ts_ms)
 
+    def truncate(self, rows: RowPlan, where: EventSource, offset: dict[str, Any]) -> list[SourceRecord]:
+        """A ``TRUNCATE TABLE``'s record (op ``t``, no key, no before or after), as Debezium's
+        binlog source emits it when ``skipped.operations`` leaves ``t`` out."""
+        source = self.source(rows.table.database, rows.table.name, where, snapshot="false")
+        return self._emit(rows, "t", None, None, source, {**offset, **self._extra()}, where.ts_sec * 1000)
+
     def _delete(self, rows: RowPlan, before: Any, source: Any, offset: Any, ts_ms: int) -> list[SourceRecord]:
         records = self._emit(rows, "d", before, None, source, offset, ts_ms)
         # No tombstone without a key (a table without primary key): Debezium emits one with a

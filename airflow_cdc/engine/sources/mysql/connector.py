@@ -140,6 +140,7 @@ class MySqlTask(SourceTask):
             schema_events=self._schema_change_events,
             heartbeat_s=s["heartbeat.interval.ms"] / 1000,
             transactions=binlog_transactions(s, self.prefix, self.partition, context.offset(self.partition)),
+            captured=self.filter,
         )
         self.signalling = self._coordinator(context)
         self.lifecycle = SourceLifecycle(

@@ -23,6 +23,7 @@ from airflow_cdc.engine.records import Partition, PositionMarker, SourceRecord
 from airflow_cdc.engine.sources.mysql.binlog import Begin, BinlogReader, EventSource, Position, RowEvent, SchemaChange
 from airflow_cdc.engine.sources.mysql.changes import ChangeBuilder, RowPlan
 from airflow_cdc.engine.sources.mysql.ddl import Table
+from airflow_cdc.engine.sources.mysql.ddl.statements import truncated_table
 from airflow_cdc.engine.sources.mysql.row_decoder import RowDecoder, compile_table
 from airflow_cdc.engine.sources.mysql.schema import SchemaHistory
 from airflow_cdc.engine.sources.mysql.schema_events import SchemaChangeEvents
@@ -49,6 +50,7 @@ class BinlogRecords:
         schema_events: Callable[[], SchemaChangeEvents | None],
         heartbeat_s: float,
         transactions: BinlogTransactions | None = None,
+        captured: Callable[[str, str], bool] = lambda database, table: True,
     ) -> None:
         #: provide.transaction.metadata: None when off, so the rows' path does not change.
         self.transactions = transactions
@@ -56,6 +58,7 @@ class BinlogRecords:
         self._modes, self._topic, self._schema_events = modes, topic, schema_events
         self.failures: FailureHandling = builder.failures
         self._heartbeat_s = heartbeat_s
+        self._captured = captured
         #: Per table: its converters, and its decoder with the table map and definition it is for.
         self._plans: dict[TableKey, RowPlan] = {}
         self._decoders: dict[TableKey, tuple[Any, Table, RowDecoder]] = {}
@@ -152,10 +155,24 @@ class BinlogRecords:
             self._history.apply(self._conn, item.ddl, item.database, item.offset)
             self._ddl_applied = item
         offset = {**item.offset, **self.schema_offset()}
-        schema_events = self._schema_events()
-        if schema_events is not None:
-            records.extend(schema_events.streamed(self._conn, item, offset))
+        truncated = truncated_table(item.ddl, item.database)
+        if truncated is not None:  # a row change of the whole table, not a schema change (as Debezium)
+            self._truncate(truncated, item, offset, records)
+        else:
+            schema_events = self._schema_events()
+            if schema_events is not None:
+                records.extend(schema_events.streamed(self._conn, item, offset))
         records.append(PositionMarker.at(self._partition, offset))
+
+    def _truncate(self, key: TableKey, item: SchemaChange, offset: dict[str, Any], records: list[SourceRecord]) -> None:
+        table = self._history.tables.get(key)
+        if table is None or not self._captured(*key):
+            return
+        rows = self._plans.get(key)
+        if rows is None or rows.table is not table:
+            rows = self._plans[key] = self._builder.plan(table, self._topic(*key), self._modes, snapshot=False)
+        converted = self._builder.truncate(rows, item.source, offset)
+        records.extend(converted if self.transactions is None else self.transactions.changes(converted))
 
 
 def _signature(columns: Any) -> tuple[tuple[Any, ...], ...]:

@@ -73,6 +73,19 @@ _TRUNCATE_OR_INDEX = re.compile(
 )
 
 
+#: Debezium's TRUNCATE_STATEMENT_PATTERN (MariaDB may prefix ``SET STATEMENT ... FOR``); the
+#: TABLE keyword is optional in MySQL, and Debezium's DDL parser reads both as a truncate too.
+_TRUNCATE = re.compile(
+    rf"^(?:set\s+statement\s+.*?\s+for\s+)?truncate\s+(?:table\s+)?(?P<name>{QUALIFIED})\s*$", re.I | re.S
+)
+
+
+def truncated_table(sql: str, default_db: str) -> TableKey | None:
+    """The table a ``TRUNCATE [TABLE] name`` statement empties; None for any other statement."""
+    m = _TRUNCATE.match(strip_comments(sql).strip().rstrip(";").strip())
+    return split_name(m.group("name"), default_db) if m else None
+
+
 def read_statement(sql: str, default_db: str) -> Statement | None:
     """The statement ``sql`` (the session's database ``default_db``); None for one that
     changes no table definition (a TRUNCATE, a CREATE INDEX, a GRANT, a CREATE DATABASE ...)."""
