@@ -255,3 +255,19 @@ TRANSACTION_SCHEMAS = ConnectSchemas.of(
         version=1,
     ),
 )
+
+#: The notification sink topic's key and value (SchemaFactory's NotificationKey/Notification).
+NOTIFICATION_SCHEMAS = ConnectSchemas.of(
+    struct("io.debezium.connector.common.NotificationKey", [field("id", schema("string"))], version=1),
+    struct(
+        "io.debezium.connector.common.Notification",
+        [
+            field("id", schema("string")),
+            field("type", schema("string")),
+            field("aggregate_type", schema("string")),
+            field("additional_data", schema("map", optional=True, keys=schema("string"), values=schema("string"))),
+            field("timestamp", schema("int64")),
+        ],
+        version=1,
+    ),
+)

@@ -60,6 +60,11 @@ class Notification:
             "timestamp": self.timestamp,
         }
 
+    def as_sink_value(self) -> dict[str, Any]:
+        """The value of its record on the sink topic: Debezium's SinkNotificationChannel writes
+        ``timestamp`` as the int64 its schema declares (the API's and the log's are strings)."""
+        return {**self.as_dict(), "timestamp": int(self.timestamp)}
+
     @classmethod
     def from_dict(cls, data: Mapping[str, Any]) -> Notification:
         return cls(

@@ -185,3 +185,40 @@ def test_a_snapshot_stopped_before_its_rows_are_committed_is_aborted_and_a_skipp
     snapshot.stopped()
     InitialSnapshotNotifications(bus, "shop").skipped()
     assert [kind for _, kind, _ in published(bus)] == ["STARTED", "ABORTED", "SKIPPED"]
+
+
+def test_a_sink_notification_is_written_as_debeziums_with_its_schema() -> None:
+    """SinkNotificationChannel's record: key ``{id}``, value with ``timestamp`` an int64, and
+    with schemas enabled the NotificationKey / Notification schemas (SchemaFactory's)."""
+    from airflow_cdc.engine.connect_schema import NOTIFICATION_SCHEMAS
+    from airflow_cdc.engine.records import SourceRecord
+    from airflow_cdc.engine.serialization import JsonSerializer
+    from airflow_cdc.kafka_connect.notification_topic import notification_of
+
+    n = Notification("Incremental Snapshot", "STARTED", {"data_collections": "public.t"}, id="n1", timestamp="17")
+    sunk = n.as_sink_value()
+    record = SourceRecord("shop.notes", {"id": n.id}, sunk, {"server": "shop"}, {}, schemas=NOTIFICATION_SCHEMAS)
+    written = JsonSerializer(key_schemas=True, value_schemas=True).serialize(record)
+    key, value = orjson.loads(written.key or b""), orjson.loads(written.value or b"")
+    assert key == {
+        "schema": {
+            "type": "struct",
+            "fields": [{"type": "string", "optional": False, "field": "id"}],
+            "optional": False,
+            "name": "io.debezium.connector.common.NotificationKey",
+            "version": 1,
+        },
+        "payload": {"id": "n1"},
+    }
+    assert value["schema"]["name"] == "io.debezium.connector.common.Notification"
+    assert [(f["field"], f["type"], f["optional"]) for f in value["schema"]["fields"]] == [
+        ("id", "string", False),
+        ("type", "string", False),
+        ("aggregate_type", "string", False),
+        ("additional_data", "map", True),
+        ("timestamp", "int64", False),
+    ]
+    assert value["payload"]["timestamp"] == 17
+    assert value["payload"]["additional_data"] == {"data_collections": "public.t"}
+    # What the Connect backend's notification reader makes of it: the same notification.
+    assert notification_of(written.value, 0) == n

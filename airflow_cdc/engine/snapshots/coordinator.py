@@ -30,6 +30,7 @@ from dataclasses import dataclass
 from typing import Any, TypeAlias, cast
 
 from airflow_cdc.engine.config import Field
+from airflow_cdc.engine.connect_schema import NOTIFICATION_SCHEMAS
 from airflow_cdc.engine.connector import TaskContext
 from airflow_cdc.engine.errors import RetriableError
 from airflow_cdc.engine.notifications import BLOCKING, SIGNAL, Notification, NotificationBus
@@ -385,7 +386,10 @@ class SnapshotCoordinator:
         self._handed_fields = fields
         if not taken:
             return [PositionMarker.at(self._partition, offset)]
-        return [SourceRecord(topic, {"id": n.id}, n.as_dict(), self._partition, offset) for n in taken]
+        return [
+            SourceRecord(topic, {"id": n.id}, n.as_sink_value(), self._partition, offset, schemas=NOTIFICATION_SCHEMAS)
+            for n in taken
+        ]
 
     def metrics(self) -> dict[str, float]:
         context = self.snapshot.context
