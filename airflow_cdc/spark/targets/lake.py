@@ -17,6 +17,7 @@ Without schemas (``schemas.enable=false``) the table must exist with the source'
 from __future__ import annotations
 
 import json
+import logging
 import uuid
 from collections.abc import Iterator, Mapping
 from concurrent.futures import ThreadPoolExecutor
@@ -29,6 +30,8 @@ from airflow_cdc.spark.table_schemas import SourceColumn, TableSchema, fingerpri
 from airflow_cdc.spark.targets.lake_decoding import default_value, row_decoder
 from airflow_cdc.spark.targets.lake_evolution import LakePlan, LakeTargetError, plan_table, sql_literal
 from airflow_cdc.spark.values import Modes
+
+log = logging.getLogger(__name__)
 
 __all__ = ["LakeTarget", "LakeTargetError", "create_table", "row_decoder"]
 
@@ -100,6 +103,8 @@ class LakeTarget:
             if self._prepared.get(table) == stamp:
                 continue
             current = self.format.columns(spark, table)
+            if table not in self._prepared and current is not None:
+                self._finish_backfill(spark, table, list(current))
             plan = plan_table(self.kind, self.policy, self.format.where(table), table, schemas, current)
             if plan.create is not None:
                 self.format.create(spark, table, plan.create)
@@ -111,6 +116,15 @@ class LakeTarget:
             self._keep[table] = plan.keep_absent
             self._prepared[table] = stamp
         return done
+
+    def _finish_backfill(self, spark: Any, table: str, columns: list[str]) -> None:
+        """A default a killed run added a column for but did not fill (``lake_backfill``), filled
+        at the job's first look at the table, before anything of this run is written to it."""
+        finish = getattr(self.format, "finish_backfill", None)
+        if finish is not None:
+            filled = finish(spark, table, columns)
+            if filled:
+                log.warning("Schema change: %s: filled the defaults of %s a stopped run had left", table, filled)
 
     def _defaults(self, table: str, plan: LakePlan) -> dict[str, str]:
         """SQL literals of the source defaults of the columns ``plan`` adds (only those with one)."""

@@ -15,6 +15,7 @@ import logging
 from typing import TYPE_CHECKING, Any
 
 from airflow_cdc.spark.frames import POSITION_COLUMN
+from airflow_cdc.spark.targets import lake_backfill
 from airflow_cdc.spark.targets.lake_evolution import LakePlan
 
 if TYPE_CHECKING:
@@ -62,6 +63,7 @@ class DeltaFormat:
 
     def evolve(self, spark: Any, table: str, plan: LakePlan, defaults: dict[str, str]) -> None:
         ref = self._run_for(spark, table)
+        lake_backfill.note(lambda statement: self._sql(spark, statement), self.ref(table), defaults)
         if plan.add:
             ref(f"ADD COLUMNS ({', '.join(f'`{name}` {spark_type}' for name, spark_type, _ in plan.add)})")
         if plan.widen:
@@ -70,8 +72,11 @@ class DeltaFormat:
                 ref(f"SET TBLPROPERTIES ('{WIDENING}' = 'true')")
             for name, _, new in plan.widen:
                 ref(f"ALTER COLUMN `{name}` TYPE {new}")
-        for name, literal in defaults.items():
-            self._sql(spark, f"UPDATE {self.ref(table)} SET `{name}` = {literal}")
+        if defaults:
+            self.finish_backfill(spark, table, [name for name, _, _ in plan.add])
+
+    def finish_backfill(self, spark: Any, table: str, columns: list[str]) -> list[str]:
+        return lake_backfill.finish(spark, lambda statement: self._sql(spark, statement), self.ref(table), columns)
 
     def _run_for(self, spark: Any, table: str) -> Any:
         def alter(clause: str) -> None:

@@ -28,6 +28,7 @@ from typing import TYPE_CHECKING, Any
 
 from airflow_cdc.engine.errors import ConfigError, ConfigProblem
 from airflow_cdc.spark.frames import POSITION_COLUMN
+from airflow_cdc.spark.targets import lake_backfill
 from airflow_cdc.spark.targets.lake_evolution import LakePlan, LakeTargetError
 from airflow_cdc.spark.targets.lake_schemas import in_place
 
@@ -130,6 +131,7 @@ class IcebergFormat:
                 f"yourself (CREATE OR REPLACE TABLE {ref} ... AS SELECT ..., CAST({name} AS {new}) AS {name}, ...), "
                 "or set schema_change_policy='ignore'; then run the job again: it applies from this batch"
             )
+        lake_backfill.note(lambda statement: self._sql(spark, statement), ref, defaults)
         if plan.add:
             self._sql(spark, f"ALTER TABLE {ref} ADD COLUMNS ({', '.join(f'`{n}` {t}' for n, t, _ in plan.add)})")
         for name, _, new in plan.widen:
@@ -144,8 +146,12 @@ class IcebergFormat:
                 for n in self._names(spark, table)
             ]
             self._sql(spark, f"CREATE OR REPLACE TABLE {ref} USING iceberg AS SELECT {', '.join(columns)} FROM {ref}")
-        for name, literal in defaults.items():
-            self._sql(spark, f"UPDATE {ref} SET `{name}` = {literal}")
+        if defaults:
+            self.finish_backfill(spark, table, [name for name, _, _ in plan.add])
+
+    def finish_backfill(self, spark: Any, table: str, columns: list[str]) -> list[str]:
+        self._ready(spark)
+        return lake_backfill.finish(spark, lambda statement: self._sql(spark, statement), self.where(table), columns)
 
     def _names(self, spark: Any, table: str) -> list[str]:
         return list(spark.table(self.where(table)).columns)

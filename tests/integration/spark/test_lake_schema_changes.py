@@ -25,6 +25,7 @@ import pytest
 from airflow_cdc.spark.frames import LATEST_SCHEMA, POSITION_COLUMN
 from airflow_cdc.spark.schema_policy import SETTING
 from airflow_cdc.spark.table_schemas import TableSchema, table_schema
+from airflow_cdc.spark.targets import lake_backfill
 from airflow_cdc.spark.targets.lake import LakeTarget, LakeTargetError
 
 pytestmark = [pytest.mark.integration, pytest.mark.slow]
@@ -275,3 +276,31 @@ def test_exception_creates_nothing_and_stops_as_before(spark: Any, tmp_path: Pat
     source = Source(table)
     with pytest.raises(LakeTargetError, match=f"no {kind} table for {table}.*create_table"):
         batch(target, spark, [schema(table, field("a", "int32"))], source.change("c", 1, a=1))
+
+
+@pytest.mark.parametrize("kind", ["delta", "iceberg"])
+def test_a_default_a_killed_run_added_without_filling_is_filled_by_the_rerun(
+    spark: Any, tmp_path: Path, kind: str
+) -> None:
+    """A driver killed between ``ADD COLUMNS`` and the default's ``UPDATE`` (two commits in both
+    formats): the table is left as such a run leaves it - the pending default noted, the column
+    added - and the next run fills the default into the rows before it writes its batch."""
+    target, table = lake(tmp_path, kind, "lenient")
+    source = Source(table)
+    v1 = schema(table, field("name", "string"))
+    batch(target, spark, [v1], source.change("c", 1, name="a"), source.change("c", 2, name="b"))
+    fmt: Any = target.format
+    ref = fmt.ref(table)
+    statements: list[str] = []
+    lake_backfill.note(statements.append, ref, {"flag": "7"})  # what the killed run did, in its order
+    statements.append(f"ALTER TABLE {ref} ADD COLUMNS (`flag` int)")
+    for statement in statements:
+        spark.sql(statement)
+    assert [r["flag"] for r in rows(target, spark, table)] == [None, None]  # what the kill left
+
+    rerun = LakeTarget(f"{kind}:{tmp_path / 'lake'}", {}, {SETTING: "lenient"})
+    v2 = schema(table, field("name", "string"), field("flag", "int32", default=7))
+    batch(rerun, spark, [v2], source.change("c", 3, name="c", flag=1))
+    assert [(r["id"], r["flag"]) for r in rows(rerun, spark, table)] == [(1, 7), (2, 7), (3, 1)]
+    properties = {r["key"] for r in spark.sql(f"SHOW TBLPROPERTIES {ref}").collect()}
+    assert lake_backfill.PENDING not in properties
