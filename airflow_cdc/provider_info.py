@@ -126,7 +126,11 @@ def get_provider_info() -> dict[str, Any]:
         "triggers": [
             {
                 "integration-name": INTEGRATION,
-                "python-modules": ["airflow_cdc.triggers.snapshot", "airflow_cdc.triggers.offset"],
+                "python-modules": [
+                    "airflow_cdc.triggers.snapshot",
+                    "airflow_cdc.triggers.offset",
+                    "airflow_cdc.triggers.table_changes",
+                ],
             }
         ],
         "extra-links": ["airflow_cdc.links.CdcInstanceLink", "airflow_cdc.links.CdcSnapshotLink"],

@@ -134,3 +134,45 @@ class ConsumerLag:
         if self._admin is not None:
             admin, self._admin = self._admin, None
             admin.close()
+
+
+class TopicEnds:
+    """The end offset of a topic, summed over its partitions: how many records it ever held (a
+    number that only grows while the topic lives). One admin client, opened at the first
+    :meth:`total`; :meth:`close` it. Blocking, as :class:`ConsumerLag`."""
+
+    def __init__(self, settings: Mapping[str, Any]) -> None:
+        self.settings = dict(settings)
+        self._admin: Any = None
+
+    def total(self, topic: str) -> int | None:
+        """The topic's records so far; None while it does not exist."""
+        from kafka import TopicPartition
+        from kafka.admin import OffsetSpec
+
+        admin = self._client()
+        if topic not in set(admin.list_topics()):  # describe_topics would not say it is missing
+            return None
+        partitions = [
+            TopicPartition(described["name"], partition["partition_index"])
+            for described in admin.describe_topics([topic])
+            if not described.get("error_code")
+            for partition in described["partitions"]
+        ]
+        if not partitions:
+            return None
+        ends = admin.list_partition_offsets(dict.fromkeys(partitions, OffsetSpec.LATEST))
+        return sum(int(ends[tp].offset) for tp in partitions)
+
+    def _client(self) -> Any:
+        if self._admin is None:
+            from kafka import KafkaAdminClient
+
+            kwargs = {"client_id": "airflow-cdc-changes", **self.settings}
+            self._admin = open_client(KafkaAdminClient, kwargs, setting_prefix="kafka_conn_id's extra ")
+        return self._admin
+
+    def close(self) -> None:
+        if self._admin is not None:
+            admin, self._admin = self._admin, None
+            admin.close()

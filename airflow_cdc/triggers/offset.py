@@ -146,17 +146,7 @@ class CdcConsumerLagTrigger(CdcEngineTrigger):
 
     async def _consumer_lag(self, client: AsyncEngineBackend) -> ConsumerLag:
         config = await client.running_config()
-        cluster = client.kafka_cluster()
-        if cluster is not None:  # a connector on Kafka Connect: the cluster its connection names
-            settings = cluster
-        elif self.kafka_conn_id:
-            # A connection naming brokers stands alone (another cluster); one without them adds
-            # to the sink's settings what the instance's API leaves out (sasl.password).
-            extra = (await BaseHook.aget_connection(self.kafka_conn_id)).extra_dejson
-            sink = {} if extra.get("bootstrap.servers") else config
-            settings = client_settings(sink, SINK_PREFIX, overrides=extra)
-        else:
-            settings = client_settings(config, SINK_PREFIX)
+        settings = await kafka_client_settings(client, config, self.kafka_conn_id)
         notifications = str(config.get("notification.sink.topic.name") or "")
         return ConsumerLag(
             settings,
@@ -171,6 +161,23 @@ class CdcConsumerLagTrigger(CdcEngineTrigger):
         if self._lag is not None:
             lag, self._lag = self._lag, None
             await asyncio.to_thread(lag.close)
+
+
+async def kafka_client_settings(
+    client: AsyncEngineBackend, config: dict[str, Any], kafka_conn_id: str | None
+) -> dict[str, Any]:
+    """kafka-python settings of the cluster an instance's events go to: the one a connector's
+    connection names (Kafka Connect), else its Kafka sink's, with ``kafka_conn_id``'s extra."""
+    cluster = client.kafka_cluster()
+    if cluster is not None:  # a connector on Kafka Connect: the cluster its connection names
+        return cluster
+    if kafka_conn_id:
+        # A connection naming brokers stands alone (another cluster); one without them adds
+        # to the sink's settings what the instance's API leaves out (sasl.password).
+        extra = (await BaseHook.aget_connection(kafka_conn_id)).extra_dejson
+        sink = {} if extra.get("bootstrap.servers") else config
+        return client_settings(sink, SINK_PREFIX, overrides=extra)
+    return client_settings(config, SINK_PREFIX)
 
 
 __all__ = ["CURRENT", "CdcConsumerLagTrigger", "CdcOffsetTrigger"]

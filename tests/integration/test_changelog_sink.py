@@ -156,3 +156,19 @@ def test_a_topic_that_cannot_be_a_directory_name_is_refused_with_a_fix(tmp_path:
     sink = ChangelogSink(sink_settings(tmp_path))
     with pytest.raises(ConfigError, match="RegexRouter"):
         sink._topic("../escape")
+
+
+def test_topic_ends_count_each_topics_published_records_across_restarts(tmp_path: Path) -> None:
+    """What the table-change watchers compare (ADR 0026): per topic, the records published."""
+    root = tmp_path / "changelog"
+    settings = sink_settings(root, **{"sink.changelog.segment.max.records": 7})
+    with ChangelogSink(settings) as sink:
+        assert sink.topic_ends() == {}
+        engine = Engine(synthetic("cl6", 100), batch_handler=sink, serializer=JsonSerializer())
+        with EngineRunner(engine):
+            wait_until(lambda: engine.tasks[0].status()["committed_records"] >= 100, 30, "all committed")
+        ends = sink.topic_ends()
+    written = {topic: len(lines) for topic, lines in read_changelog(root).items()}
+    assert ends == written and sum(ends.values()) == 100
+    with ChangelogSink(settings) as again:  # known from the start, before any new record
+        assert again.topic_ends() == written

@@ -97,6 +97,9 @@ class CountingSink(Sink):
     def metrics(self) -> dict[str, float]:
         return self.inner.metrics()
 
+    def topic_ends(self) -> dict[str, int]:
+        return self.inner.topic_ends()
+
 
 def run_until(props: Mapping[str, Any], bounds: CaptureBounds, *, check_interval: float = 0.1) -> CaptureResult:
     """Run the engine of ``props`` (an instance's configuration) until ``bounds``; commit, stop.

@@ -254,6 +254,7 @@ class EngineInstance:
             sink={
                 "type": current.sink.type,
                 **current.sink.metrics(),
+                "topic_ends": current.sink.topic_ends(),
                 "retrying": None if sink_retry is None else sink_retry.to_json(),
             },
             error=error,

@@ -52,6 +52,12 @@ class Sink(abc.ABC):
         """Counters for the status API and Prometheus."""
         return {"delivered": self.delivered}
 
+    def topic_ends(self) -> dict[str, int]:
+        """Per topic, how many records the sink holds durably since the topic's first one (a
+        number that only grows, across restarts): what the table-change watchers compare. Empty
+        where the sink cannot say (Kafka: the topics' end offsets are asked of the brokers)."""
+        return {}
+
     def _count(self, n: int) -> None:
         with self._counters_lock:
             self.delivered += n

@@ -86,6 +86,7 @@ class _Segment:
     from them. A half-written line can therefore never be renamed into place."""
 
     def __init__(self, directory: Path, first_seq: int) -> None:
+        self.first_seq = first_seq
         self.name = f"{first_seq:020d}.jsonl"
         self.temp = directory / f".{self.name}.tmp"
         self.opened = time.monotonic()
@@ -136,6 +137,8 @@ class _Topic:
     def __init__(self, directory: Path, next_seq: int) -> None:
         self.directory = directory
         self.next_seq = next_seq
+        #: The sequence number after the last published record: what a reader can see.
+        self.published = next_seq
         self.segment: _Segment | None = None
         self.sealed: deque[_Segment] = deque()
         self.retry_at = 0.0  # after a failure: no new attempt before this (monotonic)
@@ -168,6 +171,9 @@ class ChangelogSink(Sink):
 
     def start(self) -> None:
         private_dir(self.root)
+        for directory in sorted(self.root.iterdir()):  # every topic's end is known from the start
+            if directory.is_dir() and TOPIC.match(directory.name) and not directory.name.startswith("."):
+                self._topic(directory.name)
         self._timer = threading.Thread(target=self._publish_aged, name="changelog-timer", daemon=True)
         self._timer.start()
 
@@ -202,6 +208,11 @@ class ChangelogSink(Sink):
             "segments_published": self.segments_published,
             "publish_failures": self.publish_failures,
         }
+
+    def topic_ends(self) -> dict[str, int]:
+        with self._topics_lock:
+            topics = dict(self._topics)
+        return {name: topic.published for name, topic in sorted(topics.items())}
 
     def _topic(self, name: str) -> _Topic:
         topic = self._topics.get(name)
@@ -251,6 +262,7 @@ class ChangelogSink(Sink):
                 self.retrying.failed("segment write", cause, self._failed_in_a_row, RETRY_S, shared=True)
                 return
             topic.sealed.popleft()
+            topic.published = segment.first_seq + segment.records
             self._failed_in_a_row = 0
             if self.retrying.current() is not None:
                 log.info("changelog: segments of %s are written again", topic.directory)
