@@ -116,13 +116,22 @@ def test_the_snapshot_watcher_fires_per_completed_snapshot_with_its_rows() -> No
         ]
     )
     assert events == [
-        {"status": "success", "signal_id": "sig-1", "snapshot": INCREMENTAL, "rows": {"public.orders": 7}, "table": None},
+        {
+            "status": "success",
+            "signal_id": "sig-1",
+            "snapshot": INCREMENTAL,
+            "rows": {"public.orders": 7},
+            "table": None,
+        },
         {"status": "success", "signal_id": None, "snapshot": INITIAL, "rows": {"public.customers": 0}, "table": None},
     ]
     only_customers = CdcSnapshotCompletedTrigger("cdc_shop", table="public.customers")
-    assert only_customers.completions(
-        [
-            notification("TABLE_SCAN_COMPLETED", data_collection="public.orders", total_rows_scanned="7"),
-            notification("COMPLETED"),
-        ]
-    ) == []
+    assert (
+        only_customers.completions(
+            [
+                notification("TABLE_SCAN_COMPLETED", data_collection="public.orders", total_rows_scanned="7"),
+                notification("COMPLETED"),
+            ]
+        )
+        == []
+    )
