@@ -25,7 +25,7 @@ from collections.abc import Iterable, Mapping, Sequence
 from typing import Any
 from urllib.parse import quote, unquote, urlsplit
 
-from airflow.sdk import Asset, AssetAlias
+from airflow.sdk import Asset, AssetAlias, AssetWatcher
 
 from airflow_cdc.engine.notifications import Notification
 
@@ -41,8 +41,11 @@ def table_uri(topic_prefix: str, collection: str) -> str:
     return f"{SCHEME}://{quote(topic_prefix, safe='')}/{quote(collection, safe='.')}"
 
 
-def table_asset(topic_prefix: str, collection: str) -> Asset:
-    """The asset of one captured table (see the module's scheme)."""
+def table_asset(topic_prefix: str, collection: str, watchers: Sequence[AssetWatcher] = ()) -> Asset:
+    """The asset of one captured table (see the module's scheme); ``watchers`` (an
+    ``AssetWatcher`` of ``airflow_cdc.triggers.table_changes``) make events of its changes."""
+    if watchers:
+        return Asset(uri=table_uri(topic_prefix, collection), watchers=list(watchers))
     return Asset(uri=table_uri(topic_prefix, collection))
 
 

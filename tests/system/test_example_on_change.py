@@ -1,0 +1,170 @@
+"""``dags/example_cdc_on_change.py`` under Airflow's real scheduler, DAG processor, triggerer and
+API server (the watcher lives in the triggerer; ``dag.test()`` runs no watcher): the instance
+captures the source (its initial snapshot, then writes), the asset watcher fires, the scheduler
+makes an asset-triggered run of the table's DAG, and its apply job makes the replica equal to
+the source row by row - after the snapshot and again after new writes, with no run triggered
+by hand. The triggerer is then restarted: its watcher resumes from the cursor it kept in the
+asset state store, so no run is made for changes already applied."""
+
+from __future__ import annotations
+
+import contextlib
+import json
+import os
+import shutil
+from collections.abc import Iterator
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+from airflow_cdc.engine.testing import wait_until
+from airflow_cdc.local.ports import free_port
+from airflow_cdc.operators.engine import CdcStartEngineOperator
+from tests.integration.airflow.support import task_context
+from tests.system.conftest import WITH_SCHEMAS, _connections, _instance
+from tests.system.first_run_stack import BIN, Metadata, airflow_processes, run_bash, tail, task_log, wait_for_run
+from tests.system.support import DAGS, Instance, Source
+
+pytestmark = [pytest.mark.integration, pytest.mark.slow]
+
+DAG_ID = "example_cdc_on_change_public_orders"
+STORE_KEY = "airflow_cdc.watcher.CdcTableChangesTrigger.cdc_shop.public.orders"
+
+
+@dataclass
+class Airflow:
+    home: Path
+    env: dict[str, str]
+    meta: Metadata
+    logs: Path
+
+    def runs(self) -> list[tuple[str, str, str]]:
+        """``(run_id, run_type, state)`` of the DAG's runs, oldest first."""
+        rows = self.meta._rows("select run_id, run_type, state from dag_run where dag_id = ? order by id", DAG_ID)
+        return [(str(r[0]), str(r[1]), str(r[2])) for r in rows]
+
+    def stored_cursor(self) -> Any:
+        rows = self.meta._rows("select value from asset_state_store where key = ?", STORE_KEY)
+        return json.loads(rows[0][0]) if rows else None
+
+    def event_payloads(self) -> list[dict[str, Any]]:
+        """The watcher's events, as the asset events' ``extra`` keeps them, oldest first."""
+        rows = self.meta._rows("select extra from asset_event order by id")
+        extras = [json.loads(r[0]) if isinstance(r[0], str) else r[0] for r in rows]
+        return [e["payload"] for e in extras if isinstance(e, dict) and e.get("from_trigger")]
+
+    def diagnosis(self) -> str:
+        runs = self.runs()
+        logs = "\n".join(
+            f"--- {run_id}\n{task_log(self.home.parent, DAG_ID, run_id, 'apply_changes')[-2500:]}"
+            for run_id, _, state in runs
+            if state != "success"
+        )
+        processes = "\n".join(f"--- {p.name}\n{tail(p, 2500)}" for p in sorted(self.logs.glob("*.log")))
+        return f"runs: {runs}\n{logs}\n{processes}"
+
+
+@pytest.fixture
+def airflow_home(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> Airflow:
+    """A migrated Airflow home of its own whose DAG folder holds only the example."""
+    home = tmp_path / "airflow"
+    dags = tmp_path / "dags"
+    dags.mkdir()
+    shutil.copy(DAGS / "example_cdc_on_change.py", dags)
+    api_port = free_port()
+    env = {k: v for k, v in os.environ.items() if not k.startswith("AIRFLOW__")}
+    env.update(
+        AIRFLOW_HOME=str(home),
+        AIRFLOW__CORE__DAGS_FOLDER=str(dags),
+        AIRFLOW__CORE__LOAD_EXAMPLES="False",
+        AIRFLOW__CORE__EXECUTION_API_SERVER_URL=f"http://localhost:{api_port}/execution/",
+        AIRFLOW__API__PORT=str(api_port),
+        PATH=f"{BIN}:{os.environ.get('PATH', '')}",
+        PYTHONPATH=os.pathsep.join(filter(None, [str(DAGS.parent), os.environ.get("PYTHONPATH")])),
+    )
+    run_bash("airflow db migrate && airflow dags reserialize", env, "migrating Airflow's database", timeout=600)
+    return Airflow(home, env, Metadata(home / "airflow.db"), tmp_path)
+
+
+@pytest.fixture
+def on_change(
+    tmp_path: Path, source: Source, replica: Source, airflow_home: Airflow, monkeypatch: pytest.MonkeyPatch
+) -> Iterator[Instance]:
+    """The instance of ``cdc_shop`` (an initial snapshot at its start; events with their schemas,
+    from which the apply job creates the replica's tables), with the connections in the
+    environment the Airflow processes inherit."""
+    settings = {"snapshot.mode": "initial", "slot.drop.on.stop": True, **WITH_SCHEMAS}
+    with _instance(tmp_path, source, "on-change", **settings) as instance:
+        _connections(monkeypatch, source, cdc_shop=instance)
+        airflow_home.env.update({k: v for k, v in os.environ.items() if k.startswith("AIRFLOW_CONN_")})
+        yield instance
+
+
+def components(airflow: Airflow, *names: str) -> contextlib.AbstractContextManager[dict[str, Path]]:
+    port = airflow.env["AIRFLOW__API__PORT"]
+    commands = {
+        "scheduler": "airflow scheduler",
+        "dag-processor": "airflow dag-processor",
+        "triggerer": "airflow triggerer",
+        "api-server": f"airflow api-server --port {port}",
+    }
+    logs = airflow.logs / f"logs-{len(list(airflow.logs.glob('logs-*')))}"
+    logs.mkdir()
+    return airflow_processes([commands[n] for n in names], airflow.env, logs)
+
+
+def replica_matches(replica: Source, source: Source) -> bool:
+    with contextlib.suppress(Exception):  # the table appears with the first apply
+        rows = {k: {c: v for c, v in row.items() if c != "_cdc_position"} for k, row in replica.rows("orders").items()}
+        return rows == source.rows("orders")
+    return False
+
+
+def test_the_watcher_runs_the_apply_when_the_table_changed(
+    on_change: Instance, source: Source, replica: Source, airflow_home: Airflow
+) -> None:
+    airflow = airflow_home
+    CdcStartEngineOperator(task_id="start", cdc_conn_id="cdc_shop", source_conn_id="pg_shop", timeout=120).execute(
+        task_context()
+    )
+    with components(airflow, "api-server", "dag-processor", "triggerer"):
+        run_bash(f"airflow dags unpause {DAG_ID}", airflow.env, "unpausing the DAG")
+        with components(airflow, "scheduler"):
+            # The initial snapshot's 2000 rows: the watcher fires, a run applies them.
+            wait_until(lambda: replica_matches(replica, source), 600, "the replica after the snapshot", interval=2)
+            first = airflow.runs()
+            assert first and all(t == "asset_triggered" for _, t, _ in first), airflow.diagnosis()
+            wait_until(lambda: all(s == "success" for _, _, s in airflow.runs()), 300, "the runs' end", interval=1)
+
+            source.execute(
+                "update orders set status = 'changed' where id % 100 = 0",
+                "delete from orders where id between 1001 and 1005",
+                "insert into orders select g, 'new', now() from generate_series(3001, 3010) g",
+            )
+            wait_until(lambda: len(airflow.runs()) > len(first), 120, "a run for the new writes", interval=1)
+            run_id = airflow.runs()[-1][0]
+            assert wait_for_run(airflow.meta, DAG_ID, run_id, 600) == "success", airflow.diagnosis()
+            wait_until(lambda: replica_matches(replica, source), 120, "the replica after the writes", interval=2)
+            wait_until(lambda: all(s == "success" for _, _, s in airflow.runs()), 300, "the runs' end", interval=1)
+
+            # The snapshot's reads, 20 updates, 5 deletes (each with its tombstone), 10 inserts.
+            cursor = wait_until(
+                lambda: (c := airflow.stored_cursor()) and c["count"] >= 2040 and c, 60, "the cursor in the asset store"
+            )
+
+    # Everything restarts (the triggerer makes the watcher again from its kwargs): the watcher
+    # resumes from the stored cursor - its next event starts where the last one ended, so no
+    # run is made again for what was applied.
+    events = len(airflow.event_payloads())
+    runs = airflow.runs()
+    with components(airflow, "api-server", "dag-processor", "triggerer", "scheduler"):
+        source.execute("update orders set status = 'after restart' where id = 42")
+        wait_until(lambda: len(airflow.event_payloads()) > events, 180, "the watcher's event after the restart")
+        after = airflow.event_payloads()[events]
+        assert after["since"] == cursor["count"] and after["until"] == cursor["count"] + 1, (after, cursor)
+        wait_until(lambda: len(airflow.runs()) > len(runs), 120, "a run for the write after the restart", interval=1)
+        run_id = airflow.runs()[len(runs)][0]
+        assert wait_for_run(airflow.meta, DAG_ID, run_id, 600) == "success", airflow.diagnosis()
+        wait_until(lambda: replica_matches(replica, source), 120, "the replica after the restart", interval=2)
