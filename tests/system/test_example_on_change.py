@@ -122,6 +122,7 @@ def replica_matches(replica: Source, source: Source) -> bool:
     return False
 
 
+@pytest.mark.timeout(1800)  # three Spark applies, a few minutes each on a busy machine
 def test_the_watcher_runs_the_apply_when_the_table_changed(
     on_change: Instance, source: Source, replica: Source, airflow_home: Airflow
 ) -> None:
