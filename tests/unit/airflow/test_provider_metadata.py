@@ -55,3 +55,6 @@ def test_airflows_cli_lists_our_hooks_and_links(tmp_path: Path) -> None:
     assert hooks["cdc_engine"]["package_name"] == "airflow-cdc"
     links = [link["extra_link_class_name"] for link in airflow_cli(tmp_path, "links")]
     assert "airflow_cdc.links.CdcInstanceLink" in links
+    # The asset watchers' module (issue 29): `airflow providers triggers` names it.
+    triggers = {t["class"] for t in airflow_cli(tmp_path, "triggers") if t["package_name"] == "airflow-cdc"}
+    assert "airflow_cdc.triggers.table_changes" in triggers
