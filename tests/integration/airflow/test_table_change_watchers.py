@@ -6,12 +6,16 @@ snapshot watcher fires when a snapshot of its table completes, with the rows it 
 from __future__ import annotations
 
 import asyncio
+import contextlib
+import queue
+import threading
 import time
 from collections.abc import Callable
 from typing import Any
 
 import pytest
 
+from airflow_cdc.engine.testing import wait_until
 from airflow_cdc.operators.engine import CdcStartEngineOperator, CdcStopEngineOperator
 from airflow_cdc.operators.snapshot import CdcSnapshotOperator
 from airflow_cdc.triggers.base import CdcEngineTrigger, Payload
@@ -143,3 +147,45 @@ def test_the_snapshot_watcher_fires_when_a_snapshot_of_its_table_completes(
     asyncio.run(completed.save())
     [cursor] = store.values.values()
     assert isinstance(cursor, str) and cursor
+
+
+def test_a_watcher_outlives_an_instance_that_is_not_running(
+    connections: Instance, source: Source, capfd: pytest.CaptureFixture[str]
+) -> None:
+    """``run()`` as the triggerer drives it: the instance not started past ``unavailable_timeout``
+    is an error it logs, and it watches on; once the instance runs, the changes make an event."""
+    trigger = CdcTableChangesTrigger(CDC_CONN, "public.orders", poll_interval=0.2, unavailable_timeout=0.5)
+    events: queue.Queue[Payload] = queue.Queue()
+    loop = asyncio.new_event_loop()
+
+    async def watch() -> None:
+        async for event in trigger.run():
+            events.put(event.payload)
+
+    task = loop.create_task(watch())
+
+    def drive() -> None:
+        with contextlib.suppress(asyncio.CancelledError):  # how the triggerer ends a watcher too
+            loop.run_until_complete(task)
+        loop.close()
+
+    thread = threading.Thread(target=drive, daemon=True)
+    thread.start()
+    seen = ""
+
+    def logged() -> bool:
+        nonlocal seen
+        seen += capfd.readouterr().out
+        return "watching on" in seen
+
+    try:
+        wait_until(logged, 30, "the error logged")
+        assert "not running" in seen and events.empty() and thread.is_alive()
+        start()
+        with source.connect() as conn:
+            conn.execute("insert into orders values (201, 'new', null)")
+        event = events.get(timeout=60)
+        assert (event["since"], event["until"]) == (0, 1)
+    finally:
+        loop.call_soon_threadsafe(task.cancel)
+        thread.join(30)
