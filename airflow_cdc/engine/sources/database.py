@@ -1,7 +1,8 @@
 """What tools outside capture do with a source database, one implementation per kind of source
 (``postgres/database.py``, ``mysql/database.py``), found through the connector registry
 (``engine/connector.py``): open a DB-API connection from Debezium's keys (TLS settings
-included), read where the database's log stands now, and write a row into the signal table.
+included), read where the database's log stands now and how much of it the capture holds
+back, and write a row into the signal table.
 
 The callers - the Kafka Connect backend's position reader, the Airflow signal hook - never
 branch on the database kind: they ask the registry for the :class:`SourceDatabase` of a
@@ -61,6 +62,12 @@ class SourceDatabase(abc.ABC):
         """Which database to connect to and which table to insert into for the signal table
         ``collection`` of an instance running with ``running`` and reached with ``connection``'s
         settings (the database None: the server's default)."""
+
+    def retained_log_bytes(self, config: Mapping[str, Any], password: str | None) -> int | None:
+        """Bytes of the server's log kept only because the capture has not confirmed them (a
+        PostgreSQL slot's retained WAL); None where the capture holds nothing back per consumer
+        (MySQL's binlog is kept by the server's own expiry, whatever the readers do)."""
+        return None
 
     def write_signal(self, conn: Any, table: str, signal_id: str, kind: str, data: str) -> None:
         """Insert one signal row, Debezium's ``(id, type, data)``, over ``conn``. ``table`` goes

@@ -47,6 +47,26 @@ class PostgresDatabase(SourceDatabase):
         assert row is not None
         return str(row[0])
 
+    def retained_log_bytes(self, config: Mapping[str, Any], password: str | None) -> int | None:
+        """The WAL the instance's slot keeps (``restart_lsn`` to the current LSN): an idle or
+        filtered slot keeps every byte other databases write until the instance confirms a later
+        position, which its heartbeat does. None when the slot does not exist (yet)."""
+        import psycopg
+
+        slot = str(config.get("slot.name") or "debezium")
+        try:
+            with self.connect(config, password, database=str(config.get("database.dbname") or "postgres")) as conn:
+                row = conn.execute(
+                    "select pg_wal_lsn_diff(pg_current_wal_lsn(), restart_lsn)::bigint "
+                    "from pg_replication_slots where slot_name = %s",
+                    (slot,),
+                ).fetchone()
+        except psycopg.OperationalError as exc:
+            from airflow_cdc.engine.sources.postgres.connect_errors import connect_failure
+
+            raise connect_failure(exc, f"cannot read the WAL slot {slot} retains") from exc
+        return None if row is None or row[0] is None else int(row[0])
+
     def signal_target(
         self, collection: str, running: Mapping[str, Any], connection: Mapping[str, Any]
     ) -> tuple[str | None, str]:
