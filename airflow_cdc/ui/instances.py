@@ -18,6 +18,7 @@ import threading
 from collections.abc import Callable, Iterable
 
 from airflow_cdc.backends import EngineBackend, open_backend
+from airflow_cdc.health import retained_log
 from airflow_cdc.hooks.engine import CdcEngineHook, connection_settings
 from airflow_cdc.hooks.engine_connection import KAFKA_CONNECT, EngineConnection
 from airflow_cdc.hooks.source_config import SourceConfig, from_connection
@@ -97,6 +98,21 @@ def client_for(conn_id: str) -> EngineBackend:
         return from_connection(Connection.get_connection_from_secrets(settings.source_conn_id, team_name=team_name))
 
     return open_backend(settings, conn_id, source)
+
+
+def retained_wal(conn_id: str) -> int | None:
+    """The WAL the instance's slot retains (None: its source keeps none per consumer), asked of
+    the source database with the password of the connection's ``source_conn_id`` if it names one
+    (else none: trust or .pgpass on the API server's host)."""
+    from airflow.models import Connection
+
+    team_name = connection_teams([conn_id])[conn_id]
+    settings = engine_settings(conn_id, team_name)
+    password = None
+    if settings.source_conn_id:
+        password = Connection.get_connection_from_secrets(settings.source_conn_id, team_name=team_name).password
+    with client_for(conn_id) as backend:
+        return retained_log(backend.running_config(), password)
 
 
 class Instances:

@@ -5,8 +5,13 @@ real engine instance running an incremental snapshot of a PostgreSQL table.
 What is asserted is what a person sees: the login Airflow asks for, the instance card inside
 Airflow's own frame, the snapshot's progress bar moving, a paused snapshot shown as paused, its
 completion at 100 %, a viewer role that may not read connections seeing none, the DAG tab
-showing the instances the DAG's tasks use, and the dark theme following Airflow's. Screenshots
-go to ``$CDC_TEST_ARTIFACTS`` (default ``build/test-artifacts``)/ui.
+showing the instances the DAG's tasks use, and the dark theme following Airflow's. Then the
+page acting (ADR 0028): an editor starts a filtered snapshot, pauses, resumes and stops one,
+stops and starts the instance, each confirmed in the page, notified, and in Airflow's audit log;
+a reader (role ``user``, allowed by the tests' auth manager to read connections, not to edit
+them) sees no button and is refused by the endpoint; a cross-site form and a cross-origin
+script are refused. Screenshots go to ``$CDC_TEST_ARTIFACTS`` (default
+``build/test-artifacts``)/ui.
 """
 
 from __future__ import annotations
@@ -17,9 +22,11 @@ import re
 import signal
 import subprocess
 import sys
+import threading
 import uuid
 from collections.abc import Iterator
 from dataclasses import dataclass
+from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 from pathlib import Path
 from typing import Any
 
@@ -36,9 +43,16 @@ from airflow_cdc.local.postgres import PostgresServer
 from tests.system.conftest import TOKEN
 
 CHROMIUM = "/usr/bin/chromium"
+ROOT = Path(__file__).resolve().parents[2]
 ROWS = 60_000
 ARTIFACTS = Path(os.environ.get("CDC_TEST_ARTIFACTS", Path(__file__).resolve().parents[2] / "build" / "test-artifacts"))
-USERS = {"admin": ("admin", f"adm-{uuid.uuid4().hex[:8]}"), "viewer": ("viewer", f"vw-{uuid.uuid4().hex[:8]}")}
+#: role -> (user, password); role ``user`` may read connections, not edit them (ui_auth_manager).
+USERS = {
+    "admin": ("admin", f"adm-{uuid.uuid4().hex[:8]}"),
+    "viewer": ("viewer", f"vw-{uuid.uuid4().hex[:8]}"),
+    "user": ("reader", f"rd-{uuid.uuid4().hex[:8]}"),
+}
+AUTH_MANAGER = "tests.system.ui_auth_manager.ConnectionReadersAuthManager"
 
 
 @dataclass
@@ -80,7 +94,8 @@ def stack(pg_server: PostgresServer, airflow_db: str, tmp_path_factory: pytest.T
         "table.include.list": "public.items",
         "signal.data.collection": "public.debezium_signal",
         "snapshot.mode": "no_data",
-        "slot.drop.on.stop": True,
+        # Kept when stopped: the page stops and starts the instance (dropped after the module).
+        "slot.drop.on.stop": False,
         "incremental.snapshot.chunk.size": 50,
         "state.dir": str(work / "state"),
         "api.token": TOKEN,
@@ -94,6 +109,9 @@ def stack(pg_server: PostgresServer, airflow_db: str, tmp_path_factory: pytest.T
         **os.environ,
         "AIRFLOW__CORE__SIMPLE_AUTH_MANAGER_USERS": ",".join(f"{u}:{role}" for role, (u, _) in USERS.items()),
         "AIRFLOW__CORE__SIMPLE_AUTH_MANAGER_PASSWORDS_FILE": str(passwords),
+        "AIRFLOW__CORE__AUTH_MANAGER": AUTH_MANAGER,
+        # The API server imports the tests' auth manager from this checkout.
+        "PYTHONPATH": os.pathsep.join(p for p in (str(ROOT), os.environ.get("PYTHONPATH", "")) if p),
         "AIRFLOW_CONN_CDC_UI": json.dumps(
             {"conn_type": "cdc_engine", "password": TOKEN, "extra": {"config_path": str(path)}}
         ),
@@ -136,6 +154,9 @@ def stack(pg_server: PostgresServer, airflow_db: str, tmp_path_factory: pytest.T
             server.wait()
         control.stop(config, timeout=30)
         with pg_server.connect() as conn:
+            conn.execute(
+                "select pg_drop_replication_slot(slot_name) from pg_replication_slots where database = %s", (database,)
+            )
             conn.execute(f"drop database if exists {database} with (force)")
 
 
@@ -265,3 +286,176 @@ def test_extra_links_open_the_page_at_the_instance_and_snapshot(stack: Stack, br
     focused = page.frame_locator("iframe").locator("section.card.focus")  # inside Airflow's frame
     focused.wait_for(timeout=30_000)
     assert focused.get_attribute("data-instance") == "cdc_ui"
+
+
+# -- the page acts (ADR 0028) ------------------------------------------------------------------------
+
+
+def _act(frame: Any, page: Any, button: Any, expected_dialog: str) -> str:
+    """Click an action's button, check the page's confirmation, confirm; the notification's text."""
+    toasts = frame.locator("#toasts .toast")
+    before = toasts.count()
+    button.click()
+    dialog = frame.locator("dialog#confirm")
+    dialog.wait_for(state="visible", timeout=10_000)
+    assert expected_dialog in dialog.inner_text(), dialog.inner_text()
+    frame.locator("#confirm-yes").click()
+    wait_until(lambda: toasts.count() > before, 60, "the action's notification")
+    text = toasts.nth(toasts.count() - 1).inner_text()
+    assert "failed" not in (toasts.nth(toasts.count() - 1).get_attribute("class") or ""), text
+    return text
+
+
+def _audit(event: str) -> list[tuple[str, dict[str, Any]]]:
+    """``(owner, extra)`` of the audit log's rows of ``event``, oldest first."""
+    from airflow.models.log import Log
+    from airflow.utils.session import create_session
+    from sqlalchemy import select
+
+    with create_session() as session:
+        rows = session.execute(select(Log.owner, Log.extra).where(Log.event == event).order_by(Log.id)).all()
+    return [(owner, json.loads(extra)) for owner, extra in rows]
+
+
+def _badge(frame: Any, snapshot_id: str) -> str:
+    badge = frame.locator(f'[data-snapshot="{snapshot_id}"] .badge')
+    return badge.first.inner_text().strip().upper() if badge.count() else ""
+
+
+def test_an_editor_acts_from_the_page_each_action_confirmed_notified_and_audited(stack: Stack, browser: Any) -> None:
+    page = _login(browser, stack.base, "admin", "/plugin/cdc")
+    frame = page.frame_locator("iframe")
+    card = frame.locator('section[data-instance="cdc_ui"]')
+    card.wait_for(timeout=30_000)
+    wait_until(lambda: "RUNNING" in card.locator(".badge").first.inner_text(), 30, "the instance shown running")
+
+    # A snapshot of the chosen table with a filter: the typed fields survive the page's refreshes.
+    card.locator("input[name=tables]").fill("public.items")
+    card.locator("input[name=filter]").fill("id <= 3000")
+    wait_until(lambda: "updated" in frame.locator("#updated").inner_text(), 10, "a refresh")
+    note = _act(frame, page, card.locator('button[data-action="snapshot"]'), "public.items where id <= 3000")
+    filtered = re.search(r"incremental snapshot requested: signal (\S+)", note)
+    assert filtered, note
+    snapshot_id = filtered.group(1)
+    wait_until(lambda: _badge(frame, snapshot_id) == "COMPLETED", 120, "the filtered snapshot completed")
+    done = frame.locator(f'[data-snapshot="{snapshot_id}"]').inner_text()
+    assert re.search(r"\b3,000\b", done) and "60,000 rows" not in done.split("of ~")[0], done
+    owner, extra = _audit("cdc.snapshot")[-1]
+    assert owner == "admin" and extra["conn_id"] == "cdc_ui" and extra["tables"] == ["public.items"], extra
+    assert extra["filter"] == "id <= 3000" and snapshot_id in extra["outcome"], extra
+
+    # A whole-table snapshot, paused, resumed and stopped with its own buttons.
+    card.locator("input[name=filter]").fill("")
+    note = _act(frame, page, card.locator('button[data-action="snapshot"]'), "(every row)")
+    whole = re.search(r"signal (\S+)", note).group(1)  # type: ignore[union-attr]
+    wait_until(lambda: _badge(frame, whole) == "RUNNING", 60, "the snapshot shown running")
+    _shot(page, "actions")
+    snapshot = frame.locator(f'[data-snapshot="{whole}"]')
+    assert "pause of the snapshot requested" in _act(
+        frame, page, snapshot.locator('button[data-action="pause-snapshot"]'), "Pause the running snapshot of cdc_ui"
+    )
+    wait_until(lambda: _badge(frame, whole) == "PAUSED", 60, "the snapshot shown paused")
+    _act(frame, page, snapshot.locator('button[data-action="resume-snapshot"]'), "Resume the paused snapshot")
+    wait_until(lambda: _badge(frame, whole) == "RUNNING", 60, "the snapshot shown running again")
+    _act(frame, page, snapshot.locator('button[data-action="stop-snapshot"]'), "Stop the snapshot of cdc_ui")
+    wait_until(lambda: _badge(frame, whole) in ("ABORTED", "COMPLETED"), 60, "the snapshot shown stopped")
+    assert _badge(frame, whole) == "ABORTED"
+    for event in ("cdc.pause-snapshot", "cdc.resume-snapshot", "cdc.stop-snapshot"):
+        assert _audit(event)[-1][0] == "admin", event
+
+    # The last hour's charts, kept by the page's backend, and the WAL the slot retains.
+    wait_until(lambda: int(card.locator('[data-chart="events"]').get_attribute("data-points") or 0) >= 2, 60, "samples")
+    assert card.locator('[data-chart="lag"] svg').count() == 1
+    assert "WAL retained by the slot" in card.locator('[data-figure="wal"]').inner_text()
+
+    # Stop and start the instance itself.
+    assert "stopped" in _act(frame, page, card.locator('button[data-action="stop"]'), "Stop instance cdc_ui?")
+    start = card.locator('button[data-action="start"]')
+    start.wait_for(timeout=60_000)
+    assert "started" in _act(frame, page, start, "Start instance cdc_ui?")
+    wait_until(lambda: "RUNNING" in card.locator(".badge").first.inner_text(), 60, "the instance running again")
+    assert [owner for owner, _ in _audit("cdc.stop")[-1:] + _audit("cdc.start")[-1:]] == ["admin", "admin"]
+
+
+def _post_from(page: Any, url: str, headers: dict[str, str]) -> dict[str, Any]:
+    """A POST by the page's own script (the browser's cookie): status and body, or the error."""
+    return page.evaluate(
+        """async ([url, headers]) => {
+          try {
+            const answer = await fetch(url, {method: "POST", credentials: "include", headers, body: "{}"});
+            return {status: answer.status, body: await answer.text()};
+          } catch (err) { return {error: String(err)}; }
+        }""",
+        [url, headers],
+    )
+
+
+PAGE_HEADERS = {"Content-Type": "application/json", "X-Airflow-CDC": "action"}
+
+
+def test_a_reader_sees_no_button_and_the_endpoint_refuses_them(stack: Stack, browser: Any) -> None:
+    page = _login(browser, stack.base, "user", "/plugin/cdc")
+    frame = page.frame_locator("iframe")
+    card = frame.locator('section[data-instance="cdc_ui"]')
+    card.wait_for(timeout=30_000)  # a reader of the connection sees the instance ...
+    wait_until(lambda: "RUNNING" in card.locator(".badge").first.inner_text(), 60, "the instance shown running")
+    assert not frame.locator("button[data-action]").count()  # ... and no action
+    _shot(page, "reader")
+    refused = _post_from(page, f"{stack.base}/cdc/api/instances/cdc_ui/actions/stop", PAGE_HEADERS)
+    assert refused["status"] == 403 and "may not edit connection 'cdc_ui'" in refused["body"], refused
+
+    viewer = _login(browser, stack.base, "viewer", "/plugin/cdc")
+    notice = viewer.frame_locator("iframe").locator("#notice")
+    wait_until(lambda: "hidden" in notice.inner_text(), 30, "the viewer told instances are hidden")
+    assert not viewer.frame_locator("iframe").locator("button[data-action]").count()
+    refused = _post_from(viewer, f"{stack.base}/cdc/api/instances/cdc_ui/actions/stop", PAGE_HEADERS)
+    assert refused["status"] == 403, refused
+    assert not [row for row in _audit("cdc.stop") if row[0] in ("reader", "viewer")]
+
+
+class _Attacker(BaseHTTPRequestHandler):
+    """A page of another origin (another port of the same host: the same *site*, so the browser
+    sends Airflow's SameSite=Lax cookie with its form's POST) that posts to the action endpoint."""
+
+    target = ""
+
+    def do_GET(self) -> None:
+        body = f"""<html><body><form id="f" method="POST" action="{self.target}" enctype="text/plain">
+          <input name='{{"tables":["public.items"],"x":"' value='"}}'></form></body></html>""".encode()
+        self.send_response(200)
+        self.send_header("Content-Type", "text/html")
+        self.send_header("Content-Length", str(len(body)))
+        self.end_headers()
+        self.wfile.write(body)
+
+    def log_message(self, *args: Any) -> None:
+        pass
+
+
+def test_a_cross_site_post_is_refused(stack: Stack, browser: Any) -> None:
+    page = _login(browser, stack.base, "admin", "/plugin/cdc")
+    page.frame_locator("iframe").locator('section[data-instance="cdc_ui"]').wait_for(timeout=30_000)
+    target = f"{stack.base}/cdc/api/instances/cdc_ui/actions/stop"
+    _Attacker.target = target
+    server = ThreadingHTTPServer(("127.0.0.1", free_port()), _Attacker)
+    threading.Thread(target=server.serve_forever, daemon=True).start()
+    stops = len(_audit("cdc.stop"))
+    try:
+        page.goto(f"http://127.0.0.1:{server.server_address[1]}/")
+        # A form: no header of ours; the browser sends the login cookie (403, not 401: it was signed in).
+        with page.expect_response(target) as answer:
+            page.locator("form#f").evaluate("f => f.submit()")
+        assert answer.value.status == 403, answer.value.status
+        assert "cross-site request refused" in answer.value.text()
+        # A script of that origin cannot add the header: the browser's CORS preflight is refused.
+        page.goto(f"http://127.0.0.1:{server.server_address[1]}/")  # back from the form's answer
+        assert page.evaluate("location.port") == str(server.server_address[1])
+        scripted = _post_from(page, target, PAGE_HEADERS)
+        assert "error" in scripted and "Failed to fetch" in scripted["error"], scripted
+    finally:
+        server.shutdown()
+        server.server_close()
+    assert len(_audit("cdc.stop")) == stops  # nothing done, nothing recorded
+    check = _login(browser, stack.base, "admin", "/plugin/cdc").frame_locator("iframe")
+    check = check.locator('section[data-instance="cdc_ui"] .badge').first
+    wait_until(lambda: "RUNNING" in check.inner_text(), 30, "the instance still running")
