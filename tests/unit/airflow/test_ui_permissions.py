@@ -147,3 +147,35 @@ def test_a_connections_team_reaches_the_auth_managers_check(page: Any, deploymen
     assert view["url"] == deployment.blue_host and view["reachable"] is False
     one = page("blue", f"/api/instances/{deployment.blue_conn}")
     assert one.status_code == 200 and one.json()["url"] == deployment.blue_host
+
+
+def test_an_action_on_a_teams_connection_is_only_for_that_teams_editors(
+    page: Any, auth_manager: BaseAuthManager, deployment: Deployment
+) -> None:
+    """Asked ``PUT`` with the connection's team: red may not act on blue's instance (403, and
+    before anything is sent or audited), blue may (here: the instance does not answer, 409)."""
+    from airflow.models.log import Log
+    from airflow.utils.session import create_session
+
+    [view] = [v for v in page("blue", "/api/instances").json()["instances"] if v["label"] == deployment.blue_conn]
+    assert view["may_act"] is True
+    client = TestClient(create_app())
+    headers = {"X-Airflow-CDC": "action"}
+
+    def post(user: str) -> Any:
+        team = deployment.blue if user == "blue" else deployment.red
+        token = auth_manager.generate_jwt(SimpleAuthManagerUser(username=user, role="op", teams=[team]))
+        return client.post(
+            f"/api/instances/{deployment.blue_conn}/actions/pause-snapshot",
+            headers={**headers, "Authorization": f"Bearer {token}"},
+        )
+
+    refused = post("red")
+    assert refused.status_code == 403 and "may not edit connection" in refused.json()["detail"]
+    failed = post("blue")
+    assert failed.status_code == 409 and "pause-snapshot failed" in failed.json()["detail"], failed.text
+    with create_session() as session:
+        rows = session.query(Log).filter(Log.event == "cdc.pause-snapshot").all()
+        mine = [json.loads(r.extra) for r in rows if json.loads(r.extra)["conn_id"] == deployment.blue_conn]
+        assert [r.owner for r in rows if json.loads(r.extra)["conn_id"] == deployment.blue_conn] == ["blue"]
+    assert mine[0]["outcome"].startswith("failed: ")
