@@ -298,16 +298,16 @@ def test_extra_links_open_the_page_at_the_instance_and_snapshot(stack: Stack, br
 
 def _act(frame: Any, page: Any, button: Any, expected_dialog: str) -> str:
     """Click an action's button, check the page's confirmation, confirm; the notification's text."""
-    toasts = frame.locator("#toasts .toast")
-    before = toasts.count()
+    seen = frame.locator("body").evaluate("() => window.cdcToasts || 0")  # notifications leave after 15 s
     button.click()
     dialog = frame.locator("dialog#confirm")
     dialog.wait_for(state="visible", timeout=10_000)
     assert expected_dialog in dialog.inner_text(), dialog.inner_text()
     frame.locator("#confirm-yes").click()
-    wait_until(lambda: toasts.count() > before, 60, "the action's notification")
-    text = toasts.nth(toasts.count() - 1).inner_text()
-    assert "failed" not in (toasts.nth(toasts.count() - 1).get_attribute("class") or ""), text
+    toast = frame.locator(f'#toasts .toast[data-seq="{seen + 1}"]')
+    toast.wait_for(timeout=90_000)
+    text = toast.inner_text()
+    assert "failed" not in (toast.get_attribute("class") or ""), text
     return text
 
 
