@@ -20,6 +20,9 @@ from airflow_cdc.operators.health import CdcHealthCheckOperator
 
 log = logging.getLogger(__name__)
 
+CDC_CONN = "cdc_shop"
+PG_CONN = "pg_shop"
+
 
 def alert(context: Any) -> None:
     """Where a deployment pages someone; the exception carries every reason."""
@@ -37,8 +40,8 @@ with DAG(
 ) as dag:
     CdcHealthCheckOperator(
         task_id="health",
-        cdc_conn_id="cdc_shop",
-        source_conn_id="pg_shop",  # reads pg_replication_slots
+        cdc_conn_id=CDC_CONN,
+        source_conn_id=PG_CONN,  # reads pg_replication_slots
         max_lag=256 * 1024 * 1024,  # WAL bytes behind the source
         max_retained_wal_bytes=2 * 1024**3,
         max_seconds_since_last_event=6 * 3600,  # a source that is never idle this long
