@@ -31,7 +31,7 @@ from pydantic import BaseModel, Field
 
 from airflow_cdc.backends import EngineBackend, StartRequest
 from airflow_cdc.engine.signals.signal import EXECUTE, PAUSE, RESUME, STOP
-from airflow_cdc.ui.instances import client_for, connection_teams
+from airflow_cdc.ui.instances import client_for, connection_teams, source_config
 
 log = logging.getLogger(__name__)
 
@@ -128,8 +128,13 @@ def perform(conn_id: str, action: str, body: ActionRequest) -> dict[str, Any]:
             stopped = backend.stop()
             state = "stopped" if stopped.stopped else f"was not running ({stopped.state})"
             return {"message": f"instance {stopped.name or conn_id} {state}"}
-        started = backend.start(StartRequest())
-        return {"message": f"instance of {conn_id} " + ("started" if started.started else "was running already")}
+        # With the connection's own configuration: its config file and source connection.
+        if backend.start(StartRequest(source=source_config(conn_id))).started:
+            return {"message": f"instance of {conn_id} started"}
+        if backend.status().health in ("STOPPED", "PAUSED"):  # a connector Kafka Connect keeps stopped
+            backend.resume()
+            return {"message": f"instance of {conn_id} started (resumed)"}
+        return {"message": f"instance of {conn_id} was running already"}
 
 
 _SAID = {

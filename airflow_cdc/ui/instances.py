@@ -83,6 +83,18 @@ def engine_settings(conn_id: str, team_name: str | None = None) -> EngineConnect
     return connection_settings(conn_id, Connection.get_connection_from_secrets(conn_id, team_name=team_name))
 
 
+def source_config(conn_id: str) -> SourceConfig | None:
+    """The source connection the instance's connection names (extra ``source_conn_id``), looked
+    up as the instance's team; None when it names none."""
+    from airflow.models import Connection
+
+    team_name = connection_teams([conn_id])[conn_id]
+    settings = engine_settings(conn_id, team_name)
+    if not settings.source_conn_id:
+        return None
+    return from_connection(Connection.get_connection_from_secrets(settings.source_conn_id, team_name=team_name))
+
+
 def client_for(conn_id: str) -> EngineBackend:
     """The connection's backend (a connector's reads its source connection too, as Airflow
     looks connections up). In multi-team mode Airflow finds a team's connection only when
@@ -104,13 +116,8 @@ def retained_wal(conn_id: str) -> int | None:
     """The WAL the instance's slot retains (None: its source keeps none per consumer), asked of
     the source database with the password of the connection's ``source_conn_id`` if it names one
     (else none: trust or .pgpass on the API server's host)."""
-    from airflow.models import Connection
-
-    team_name = connection_teams([conn_id])[conn_id]
-    settings = engine_settings(conn_id, team_name)
-    password = None
-    if settings.source_conn_id:
-        password = Connection.get_connection_from_secrets(settings.source_conn_id, team_name=team_name).password
+    source = source_config(conn_id)
+    password = source.password if source is not None else None
     with client_for(conn_id) as backend:
         return retained_log(backend.running_config(), password)
 
