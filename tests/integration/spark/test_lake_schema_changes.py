@@ -28,7 +28,8 @@ from airflow_cdc.spark.table_schemas import TableSchema, table_schema
 from airflow_cdc.spark.targets import lake_backfill
 from airflow_cdc.spark.targets.lake import LakeTarget, LakeTargetError
 
-pytestmark = [pytest.mark.integration, pytest.mark.slow]
+#: Each case is a few small Delta or Iceberg commits; the first pays the session and the formats' start.
+pytestmark = [pytest.mark.integration, pytest.mark.slow, pytest.mark.timeout(600)]
 
 KINDS = ("delta", "parquet", "iceberg")
 DECIMAL = "org.apache.kafka.connect.data.Decimal"
