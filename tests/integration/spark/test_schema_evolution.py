@@ -29,6 +29,7 @@ from airflow_cdc.engine.server.instance import EngineInstance
 from airflow_cdc.engine.server.instance_files import read_status
 from airflow_cdc.engine.testing import wait_until
 from airflow_cdc.kafka_connect import ConnectClient
+from airflow_cdc.kafka_connect.client import ConnectRestError
 from airflow_cdc.spark.apply import ApplyJob, run
 from airflow_cdc.spark.reading import SourceOptions
 from tests.integration.spark.test_apply_job import target_dsn
@@ -382,7 +383,10 @@ class ConnectCapture:
         self.client.create(self.name, self.config)
 
         def running() -> bool:
-            status = self.client.status(self.name)
+            try:
+                status = self.client.status(self.name)
+            except ConnectRestError:  # 404 until the worker has the connector's status
+                return False
             tasks = status.get("tasks") or []
             return bool(tasks) and all(t.get("state") == "RUNNING" for t in tasks)
 
