@@ -387,8 +387,9 @@ class ConnectCapture:
                 status = self.client.status(self.name)
             except ConnectRestError:  # 404 until the worker has the connector's status
                 return False
-            tasks = status.get("tasks") or []
-            return bool(tasks) and all(t.get("state") == "RUNNING" for t in tasks)
+            failed = [t.trace for t in status.tasks if t.state == "FAILED"]
+            assert not failed, f"the connector's task failed: {failed[0]}"
+            return bool(status.tasks) and all(t.state == "RUNNING" for t in status.tasks)
 
         wait_until(running, TIMEOUT, "the connector running")
         return self
@@ -428,8 +429,8 @@ def apply_until_equal(
         try:
             for table in tables:
                 assert_same(*sides, table, step)
-        except AssertionError as exc:
-            failures[:] = [str(exc)]
+        except Exception as exc:  # not equal yet, or a column the target does not have yet
+            failures[:] = [f"{type(exc).__name__}: {exc}"]
             return False
         return True
 
