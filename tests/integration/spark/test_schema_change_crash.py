@@ -23,8 +23,8 @@ from airflow_cdc.engine.server.instance_files import read_status
 from airflow_cdc.engine.testing import wait_until
 from airflow_cdc.spark.apply import TARGET_URL_ENV, ApplyJob, run
 from airflow_cdc.spark.reading import SourceOptions
+from tests.integration.spark.evolution_support import Side, assert_same
 from tests.integration.spark.test_apply_job import target_dsn
-from tests.integration.spark.test_schema_evolution import Side, assert_same
 from tests.integration.spark.test_sql_targets import mysql_url
 
 pytestmark = [pytest.mark.integration, pytest.mark.slow, pytest.mark.timeout(900)]
