@@ -27,9 +27,11 @@ from airflow_cdc.engine.server.models import OffsetEntry
 
 #: What stops an idle or filtered slot from retaining WAL (README "Capturing PostgreSQL").
 RETAINED_WAL_FIX = (
-    "give the instance a heartbeat: heartbeat.interval.ms (e.g. 10000) lets the slot advance when "
-    "other databases write, and heartbeat.action.query (e.g. an insert into a heartbeat table in the "
-    "captured database) when the captured tables themselves are idle or filtered out"
+    "an instance that is stopped, paused or behind keeps its slot where it stopped reading: start or resume it "
+    "(or drop the slot, pg_drop_replication_slot, if the capture is gone for good). A running airflow-cdc "
+    "engine lets an idle slot advance by itself; Debezium's connector needs a heartbeat: heartbeat.interval.ms "
+    "(e.g. 10000) lets the slot advance when other databases write, and heartbeat.action.query (e.g. an insert "
+    "into a heartbeat table in the captured database) when the captured tables themselves are idle or filtered out"
 )
 
 

@@ -296,8 +296,14 @@ def with_transaction_topic(job: Any) -> Any:
 
     source = job.source
     tx_topic = transaction_topic(source.topics or (), job.transaction_topic)
-    if source.topics:
+    if source.topics and source.kind != "kafka":  # the changelog: a topic not written yet is an empty stream
         return source if tx_topic in source.topics else replace(source, topics=(*source.topics, tx_topic))
+    if source.topics:
+        # By pattern, not by name: the transaction topic exists only from the first streamed
+        # transaction on (a snapshot's rows have none), and a subscription by name to a topic
+        # the broker lacks fails the query (UnknownTopicOrPartitionException).
+        names = [t for t in source.topics if t != tx_topic]
+        return replace(source, topics=(), topic_pattern="|".join(re.escape(t) for t in (*names, tx_topic)))
     return replace(source, topic_pattern=f"(?:{source.topic_pattern})|{re.escape(tx_topic)}")
 
 

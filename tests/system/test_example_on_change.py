@@ -12,7 +12,6 @@ from __future__ import annotations
 import contextlib
 import json
 import os
-import shutil
 from collections.abc import Iterator
 from dataclasses import dataclass
 from pathlib import Path
@@ -42,10 +41,12 @@ class Airflow:
     env: dict[str, str]
     meta: Metadata
     logs: Path
+    dag_id: str = DAG_ID
+    task_id: str = "apply_changes"
 
     def runs(self) -> list[tuple[str, str, str]]:
         """``(run_id, run_type, state)`` of the DAG's runs, oldest first."""
-        rows = self.meta._rows("select run_id, run_type, state from dag_run where dag_id = ? order by id", DAG_ID)
+        rows = self.meta._rows("select run_id, run_type, state from dag_run where dag_id = ? order by id", self.dag_id)
         return [(str(r[0]), str(r[1]), str(r[2])) for r in rows]
 
     def stored_cursor(self) -> Any:
@@ -61,7 +62,7 @@ class Airflow:
     def diagnosis(self) -> str:
         runs = self.runs()
         logs = "\n".join(
-            f"--- {run_id}\n{task_log(self.home.parent, DAG_ID, run_id, 'apply_changes')[-2500:]}"
+            f"--- {run_id}\n{task_log(self.home.parent, self.dag_id, run_id, self.task_id)[-2500:]}"
             for run_id, _, state in runs
             if state != "success"
         )
@@ -72,10 +73,15 @@ class Airflow:
 @pytest.fixture
 def airflow_home(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> Airflow:
     """A migrated Airflow home of its own whose DAG folder holds only the example."""
+    return airflow_home_for(tmp_path, (DAGS / "example_cdc_on_change.py").read_text(), "example_cdc_on_change.py")
+
+
+def airflow_home_for(tmp_path: Path, dag_text: str, dag_file: str, **fields: str) -> Airflow:
+    """A migrated Airflow home in ``tmp_path`` whose DAG folder holds one file, ``dag_text``."""
     home = tmp_path / "airflow"
     dags = tmp_path / "dags"
     dags.mkdir()
-    shutil.copy(DAGS / "example_cdc_on_change.py", dags)
+    (dags / dag_file).write_text(dag_text)
     api_port = free_port()
     env = {k: v for k, v in os.environ.items() if not k.startswith("AIRFLOW__")}
     env.update(
@@ -88,7 +94,7 @@ def airflow_home(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> Airflow:
         PYTHONPATH=os.pathsep.join(filter(None, [str(DAGS.parent), os.environ.get("PYTHONPATH")])),
     )
     run_bash("airflow db migrate && airflow dags reserialize", env, "migrating Airflow's database", timeout=600)
-    return Airflow(home, env, Metadata(home / "airflow.db"), tmp_path)
+    return Airflow(home, env, Metadata(home / "airflow.db"), tmp_path, **fields)
 
 
 @pytest.fixture

@@ -298,9 +298,9 @@ class ConnectCapture:
     """Debezium's connector on the Kafka Connect worker, with the JSON converter's schemas."""
 
     converges = True  # no position to wait for: the test applies until the target equals the source
-    transactions = False
 
-    def __init__(self, source: Source, prefix: str, worker: Any, broker: Any) -> None:
+    def __init__(self, source: Source, prefix: str, worker: Any, broker: Any, *, transactions: bool = False) -> None:
+        self.transactions = transactions
         self.client, self.name = ConnectClient(worker.url), f"evolve-{prefix}"
         extra: dict[str, Any] = (
             {"plugin.name": "pgoutput"}
@@ -319,6 +319,7 @@ class ConnectCapture:
             "value.converter": "org.apache.kafka.connect.json.JsonConverter",
             "value.converter.schemas.enable": "true",
             "column.propagate.source.type": ".*",
+            "provide.transaction.metadata": str(transactions).lower(),
         }
         self.source = source
 

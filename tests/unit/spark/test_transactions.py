@@ -4,6 +4,7 @@ apply now and which wait for the rest of their source transaction."""
 from __future__ import annotations
 
 import json
+import re
 from typing import Any
 
 import pytest
@@ -135,6 +136,10 @@ def test_the_transaction_topic_is_found_and_subscribed() -> None:
     from airflow_cdc.spark.reading import SourceOptions
 
     job = ApplyJob(source=SourceOptions(topics=(A,)), target_url="postgresql://x", checkpoint="c")
+    # Kafka: by pattern, as the transaction topic exists only from the first streamed transaction.
+    subscribed = with_transaction_topic(job)
+    assert (subscribed.topics, subscribed.topic_pattern) == ((), re.escape(A) + "|" + re.escape(TX))
+    job.source = SourceOptions(kind="changelog", changelog_dir="d", topics=(A,))
     assert with_transaction_topic(job).topics == (A, TX)
     job.source, job.transaction_topic = SourceOptions(topic_pattern=r"shop\.public\..*"), TX  # a pattern names none
     assert with_transaction_topic(job).topic_pattern == r"(?:shop\.public\..*)|shop\.transaction"
