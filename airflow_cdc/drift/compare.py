@@ -161,9 +161,9 @@ def _narrow(
 
 
 def _compare_rows(mine: dict[int, int], theirs: dict[int, int], drift: Drift) -> None:
-    drift.missing.extend(k for k in mine if k not in theirs)
-    drift.extra.extend(k for k in theirs if k not in mine)
-    drift.different.extend(k for k, h in mine.items() if k in theirs and theirs[k] != h)
+    drift.missing.extend(k for k in sorted(mine) if k not in theirs)
+    drift.extra.extend(k for k in sorted(theirs) if k not in mine)
+    drift.different.extend(k for k in sorted(mine) if k in theirs and theirs[k] != mine[k])
 
 
 def _drop(drift: Drift, keys: set[int]) -> None:
@@ -190,7 +190,7 @@ def settle(
         theirs = target.hashes_of(drift.keys)
         again = Drift(drift.table, drift.target, drift.key)
         _compare_rows(mine, theirs, again)  # a key without a row on either side now agrees
-        drift.missing, drift.extra, drift.different = sorted(again.missing), sorted(again.extra), sorted(again.different)
+        drift.missing, drift.extra, drift.different = again.missing, again.extra, again.different
         drift.ranges = [r for r in drift.ranges if any(r.low <= k <= r.high for k in drift.keys)]
         drift.settled = passed or not drift.keys
         if drift.settled or time.monotonic() >= deadline:

@@ -37,7 +37,7 @@ def _pg_tables(conn: Any) -> None:
     conn.execute("create schema replica")
     conn.execute(
         "create table replica.orders (id bigint primary key, status varchar(20), amount numeric, at timestamptz, "
-        "day date, paid boolean, blob bytea, note text, _cdc_position varchar(64) collate \"C\")"
+        'day date, paid boolean, blob bytea, note text, _cdc_position varchar(64) collate "C")'
     )
     conn.execute("set timezone = 'Asia/Kolkata'")
     conn.execute("insert into replica.orders select *, lpad('', 32, '0') from public.orders")
@@ -55,7 +55,8 @@ def _pg_corrupt(conn: Any) -> None:
 def pg_sides(pg_server: PostgresServer, pg_database: str) -> Iterator[tuple[TableSide, TableSide]]:
     with pg_server.connect(pg_database) as source, pg_server.connect(pg_database) as target:
         _pg_tables(source)
-        yield TableSide(PostgresDialect(), source, "public.orders"), TableSide(PostgresDialect(), target, "replica.orders")
+        dialect = PostgresDialect()
+        yield TableSide(dialect, source, "public.orders"), TableSide(dialect, target, "replica.orders")
 
 
 def _assert_exact(drift: Drift) -> None:
