@@ -21,12 +21,14 @@ from __future__ import annotations
 import math
 import time
 from collections.abc import Callable
+from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass, field
-from typing import Any
+from typing import Any, TypeVar
 
 from airflow_cdc.drift.sides import Summary, TableSide, prepare
 
 _EMPTY = Summary(0, 0)
+_T = TypeVar("_T")
 
 
 @dataclass(frozen=True)
@@ -119,8 +121,7 @@ def _split(
     """``whole`` in at most ``parts`` ranges: the differing ones, with their larger row count.
     Given ``drift`` (the level-0 pass), each side's rows are counted into it."""
     width = max(1, math.ceil(whole.size / parts))
-    mine = source.summaries(whole.low, whole.high, width)
-    theirs = target.summaries(whole.low, whole.high, width)
+    mine, theirs = _both(lambda side: side.summaries(whole.low, whole.high, width), source, target)
     if drift is not None:
         drift.source_rows = sum(s.rows for s in mine.values())
         drift.target_rows = sum(s.rows for s in theirs.values())
@@ -131,6 +132,15 @@ def _split(
             low = whole.low + bucket * width
             out.append((KeyRange(low, min(whole.high, low + width - 1)), max(a.rows, b.rows)))
     return out
+
+
+def _both(read: Callable[[TableSide], _T], source: TableSide, target: TableSide) -> tuple[_T, _T]:
+    """``read`` of both sides at once: each server works on its side while the other does
+    (the two connections are separate; the drivers wait for the server without the GIL)."""
+    with ThreadPoolExecutor(max_workers=1) as pool:
+        theirs = pool.submit(read, target)
+        mine = read(source)
+        return mine, theirs.result()
 
 
 def _narrow(
@@ -150,7 +160,7 @@ def _narrow(
         if len(drift.keys) >= max_keys:
             drift.truncated.append(key_range)
             continue
-        _compare_rows(source.hashes(key_range.low, key_range.high), target.hashes(key_range.low, key_range.high), drift)
+        _compare_rows(*_both(lambda side, r=key_range: side.hashes(r.low, r.high), source, target), drift)
         drift.ranges.append(key_range)
     for keys in (drift.missing, drift.extra, drift.different):
         keys.sort()

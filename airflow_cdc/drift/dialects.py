@@ -57,6 +57,10 @@ class Dialect:
         """``(schema, table)`` of a name (MySQL: ``(database, table)``)."""
         raise NotImplementedError
 
+    def target_name(self, table: str, url: str) -> str:
+        """The table the apply job writes source ``table`` to by default, on a target at ``url``."""
+        return table
+
     def canonical(self, column: Column) -> str:
         raise NotImplementedError
 
@@ -182,6 +186,10 @@ class MysqlDialect(Dialect):
 
     def quote(self, name: str) -> str:
         return "`" + name.replace("`", "``") + "`"
+
+    def target_name(self, table: str, url: str) -> str:
+        # the apply job's default: the table's name in the target connection's database
+        return unquote(urlsplit(url).path.lstrip("/")) + "." + table.rsplit(".", 1)[-1]
 
     def split(self, name: str) -> tuple[str, str]:
         schema, _, table = name.rpartition(".")

@@ -1,0 +1,127 @@
+"""Drift found and repaired end to end: the example pipeline fills the replica, the test corrupts
+the replica behind the pipeline's back (updates, deletes, inserts), ``CdcValidateOperator``
+names exactly those keys, and with ``repair=True`` (``dags/example_cdc_validate.py``) the
+incremental snapshot of those keys and the apply job (running meanwhile, as a scheduled or
+continuous apply would) leave the replica equal to the source row by row."""
+
+from __future__ import annotations
+
+import threading
+from collections.abc import Iterator
+from contextlib import contextmanager
+from typing import Any
+
+import pytest
+
+from airflow_cdc.operators.validate import CdcValidateOperator
+from tests.integration.airflow.apply_support import task_context
+from tests.system.conftest import MariaSource
+from tests.system.support import Instance, Source, load_dag, task_states, xcom
+
+pytestmark = [pytest.mark.integration, pytest.mark.slow]
+
+CHANGED, DELETED, INSERTED = [7, 1500], [3, 1999], [5000, 5001]
+
+
+def succeeded(run: Any, log: str = "") -> None:
+    states = task_states(run)
+    assert set(states.values()) == {"success"}, (states, log[-3000:])
+
+
+@contextmanager
+def applying(dag_id: str) -> Iterator[list[dict[str, Any]]]:
+    """The DAG's ``apply_changes`` runs again and again meanwhile (what a scheduled apply does),
+    each run on the same checkpoint: what the instance captured reaches the replica."""
+    task = load_dag(dag_id).get_task("apply_changes")
+    stop, results, errors = threading.Event(), [], []
+
+    def loop() -> None:
+        n = 0
+        while not stop.is_set():
+            n += 1
+            try:
+                results.append(task.execute(task_context(f"apply-{n}")))
+            except Exception as exc:  # reported by the test
+                errors.append(exc)
+                return
+
+    thread = threading.Thread(target=loop, daemon=True)
+    thread.start()
+    try:
+        yield results
+    finally:
+        stop.set()
+        thread.join(300)
+    assert not errors, errors
+
+
+def without_position(rows: dict[int, dict[str, Any]]) -> dict[int, dict[str, Any]]:
+    return {key: {k: v for k, v in row.items() if k != "_cdc_position"} for key, row in rows.items()}
+
+
+def test_postgres_drift_is_named_exactly_and_repaired_by_a_snapshot_of_those_keys(
+    shop: Instance, source: Source, replica: Source
+) -> None:
+    succeeded(load_dag("example_cdc_pipeline").test(), shop.log())
+    assert without_position(replica.rows("orders")) == source.rows("orders")
+    replica.execute(
+        f"update orders set status = 'tampered' where id in ({CHANGED[0]}, {CHANGED[1]})",
+        f"delete from orders where id in ({DELETED[0]}, {DELETED[1]})",
+        f"insert into orders (id, status, updated_at) values ({INSERTED[0]}, 'ghost', now()), "
+        f"({INSERTED[1]}, 'ghost', now())",
+    )
+
+    found = CdcValidateOperator(
+        task_id="validate",
+        cdc_conn_id="cdc_shop",
+        table="public.orders",
+        source_conn_id="pg_shop",
+        target_conn_id="pg_shop_replica",
+        settle_timeout=3,
+    ).execute({})
+    assert (found["missing"], found["extra"], found["different"]) == (DELETED, INSERTED, CHANGED)
+    assert (found["source_rows"], found["target_rows"]) == (2000, 2000)
+
+    with applying("example_cdc_pipeline"):
+        run = load_dag("example_cdc_validate").test()
+    succeeded(run, shop.log())
+    repaired = xcom(run, "validate_orders")
+    before, after = repaired["before"], repaired["after"]
+    assert (before["missing"], before["extra"], before["different"]) == (DELETED, INSERTED, CHANGED)
+    assert repaired["deleted"] == INSERTED and repaired["signal_id"]
+    assert (after["missing"], after["extra"], after["different"], after["truncated"]) == ([], [], [], [])
+    assert without_position(replica.rows("orders")) == source.rows("orders")
+    assert xcom(run, "validate_customers")["different"] == []
+    # The snapshot read only the differing keys: 2 missing + 2 different rows, not 2000.
+    reads = [r for r in shop.snapshot_reads("shop.public.orders") if r["source"]["snapshot"] == "incremental"]
+    assert sorted(r["after"]["id"] for r in reads[-4:]) == sorted(DELETED + CHANGED)
+
+
+def test_mariadb_drift_is_named_exactly_and_repaired_by_a_snapshot_of_those_keys(
+    maria_shop: Instance, maria_source: MariaSource, maria_replica: MariaSource
+) -> None:
+    succeeded(load_dag("example_mariadb_capture").test(), maria_shop.log())
+    assert without_position(maria_replica.rows("orders")) == maria_source.rows("orders")
+    maria_replica.execute(
+        f"update orders set amount = amount + 1 where id in ({CHANGED[0]}, {CHANGED[1]})",
+        f"delete from orders where id in ({DELETED[0]}, {DELETED[1]})",
+        f"insert into orders values ({INSERTED[0]}, 'ghost', 1, now(), null), ({INSERTED[1]}, 'ghost', 1, now(), null)",
+    )
+    database = maria_source.database
+    validate = CdcValidateOperator(
+        task_id="validate",
+        cdc_conn_id="cdc_mariadb",
+        table=f"{database}.orders",
+        source_conn_id="mariadb_shop",
+        target_conn_id="mariadb_shop_replica",
+        channel="source",  # the example instance listens on its signal table
+        settle_timeout=3,
+        repair=True,
+        repair_timeout=600,
+    )
+    with applying("example_mariadb_capture"):
+        repaired = validate.execute({})
+    before, after = repaired["before"], repaired["after"]
+    assert (before["missing"], before["extra"], before["different"]) == (DELETED, INSERTED, CHANGED)
+    assert (after["missing"], after["extra"], after["different"], after["truncated"]) == ([], [], [], [])
+    assert without_position(maria_replica.rows("orders")) == maria_source.rows("orders")
