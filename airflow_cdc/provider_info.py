@@ -115,6 +115,7 @@ def get_provider_info() -> dict[str, Any]:
                     "airflow_cdc.operators.capture",
                     "airflow_cdc.operators.spark",
                     "airflow_cdc.operators.health",
+                    "airflow_cdc.operators.validate",
                 ],
             }
         ],

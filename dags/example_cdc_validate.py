@@ -43,6 +43,6 @@ with DAG(
             repair=True,
             # A quiet source gives the target no change to pass its position with: how long to
             # look again at the differing keys before taking them for drift.
-            settle_timeout=20,
+            settle_timeout=120,
             repair_timeout=600,
         )

@@ -11,7 +11,7 @@
    because its change is still on its way. :func:`settle` reads the source's log position, then
    the differing keys again on both sides, until each agrees, or until the target holds a
    change from after that position (the apply job, which applies in source order, has gone past
-   it: a key that still differs drifted), or until ``timeout`` (the result says ``settled:
+   it: a key that still differs at the next look drifted), or until ``timeout`` (the result says ``settled:
    false``). A key the source changes again after that position, and whose change the target
    has not got yet, is reported too: run the check again, it will not be there.
 """
@@ -194,15 +194,20 @@ def settle(
     """Step 3 of the module docstring: ``drift`` with the keys that agree on a second look left out."""
     deadline = time.monotonic() + timeout
     drift.position = source.current_position()  # before the source's rows are read again
+    passed = False
     while drift.keys:
+        # Confirmed at the look *after* the one that saw the target past the position: the apply
+        # job's lanes commit a batch in parallel transactions, one may show a later change before
+        # another committed an earlier one.
+        confirmed = passed
         mine = source.hashes_of(drift.keys)
-        passed = target.passed(drift.position, source.dialect)  # before the target's rows are read
+        passed = passed or target.passed(drift.position, source.dialect)  # before the target's rows
         theirs = target.hashes_of(drift.keys)
         again = Drift(drift.table, drift.target, drift.key)
         _compare_rows(mine, theirs, again)  # a key without a row on either side now agrees
         drift.missing, drift.extra, drift.different = again.missing, again.extra, again.different
         drift.ranges = [r for r in drift.ranges if any(r.low <= k <= r.high for k in drift.keys)]
-        drift.settled = passed or not drift.keys
+        drift.settled = confirmed or not drift.keys
         if drift.settled or time.monotonic() >= deadline:
             break
         sleep(interval)

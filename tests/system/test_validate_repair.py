@@ -7,12 +7,13 @@ continuous apply would) leave the replica equal to the source row by row."""
 from __future__ import annotations
 
 import threading
-from collections.abc import Iterator
+from collections.abc import Iterable, Iterator
 from contextlib import contextmanager
 from typing import Any
 
 import pytest
 
+from airflow_cdc.engine.testing import wait_until
 from airflow_cdc.operators.validate import CdcValidateOperator
 from tests.integration.airflow.apply_support import task_context
 from tests.system.conftest import MariaSource
@@ -55,6 +56,27 @@ def applying(dag_id: str) -> Iterator[list[dict[str, Any]]]:
     assert not errors, errors
 
 
+@contextmanager
+def writing(source: Source, keys: Iterable[int]) -> Iterator[None]:
+    """The application updates ``keys``, one at a time, while the block runs."""
+    stop = threading.Event()
+
+    def loop() -> None:
+        with source.connect() as conn:
+            for key in keys:
+                if stop.wait(0.05):
+                    return
+                conn.execute("update orders set status = 'written' where id = %s", (key,))
+
+    thread = threading.Thread(target=loop, daemon=True)
+    thread.start()
+    try:
+        yield
+    finally:
+        thread.join(120)  # every key written, whether or not the block took that long
+        stop.set()
+
+
 def without_position(rows: dict[int, dict[str, Any]]) -> dict[int, dict[str, Any]]:
     return {key: {k: v for k, v in row.items() if k != "_cdc_position"} for key, row in rows.items()}
 
@@ -82,7 +104,9 @@ def test_postgres_drift_is_named_exactly_and_repaired_by_a_snapshot_of_those_key
     assert (found["missing"], found["extra"], found["different"]) == (DELETED, INSERTED, CHANGED)
     assert (found["source_rows"], found["target_rows"]) == (2000, 2000)
 
-    with applying("example_cdc_pipeline"):
+    # The repair runs while the application writes (each key of 100..399 changed once, captured
+    # and applied meanwhile): those changes on their way are no drift.
+    with applying("example_cdc_pipeline"), writing(source, range(100, 400)):
         run = load_dag("example_cdc_validate").test()
     succeeded(run, shop.log())
     repaired = xcom(run, "validate_orders")
@@ -90,7 +114,9 @@ def test_postgres_drift_is_named_exactly_and_repaired_by_a_snapshot_of_those_key
     assert (before["missing"], before["extra"], before["different"]) == (DELETED, INSERTED, CHANGED)
     assert repaired["deleted"] == INSERTED and repaired["signal_id"]
     assert (after["missing"], after["extra"], after["different"], after["truncated"]) == ([], [], [], [])
-    assert without_position(replica.rows("orders")) == source.rows("orders")
+    with applying("example_cdc_pipeline"):  # the writer's last changes
+        wait_until(lambda: without_position(replica.rows("orders")) == source.rows("orders"), 300, "caught up", 1.0)
+    assert sum(row["status"] == "written" for row in source.rows("orders").values()) == 300
     assert xcom(run, "validate_customers")["different"] == []
     # The snapshot read only the differing keys: 2 missing + 2 different rows, not 2000.
     reads = [r for r in shop.snapshot_reads("shop.public.orders") if r["source"]["snapshot"] == "incremental"]
