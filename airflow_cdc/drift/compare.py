@@ -23,6 +23,7 @@ import time
 from collections.abc import Callable
 from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass, field
+from functools import partial
 from typing import Any, TypeVar
 
 from airflow_cdc.drift.sides import Summary, TableSide, prepare
@@ -160,7 +161,7 @@ def _narrow(
         if len(drift.keys) >= max_keys:
             drift.truncated.append(key_range)
             continue
-        _compare_rows(*_both(lambda side, r=key_range: side.hashes(r.low, r.high), source, target), drift)
+        _compare_rows(*_both(partial(_hashes, key_range=key_range), source, target), drift)
         drift.ranges.append(key_range)
     for keys in (drift.missing, drift.extra, drift.different):
         keys.sort()
@@ -168,6 +169,10 @@ def _narrow(
     if excess:  # the last leaf may have named more than the cap: those go back as a range
         drift.truncated.insert(0, KeyRange(excess[0], excess[-1]))
         _drop(drift, set(excess))
+
+
+def _hashes(side: TableSide, key_range: KeyRange) -> dict[int, int]:
+    return side.hashes(key_range.low, key_range.high)
 
 
 def _compare_rows(mine: dict[int, int], theirs: dict[int, int], drift: Drift) -> None:
