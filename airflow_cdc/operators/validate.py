@@ -10,7 +10,6 @@ from typing import Any
 from airflow.sdk import Context
 
 from airflow_cdc.drift import Drift, TableSide, compare, delete_extra, dialect_for, settle, snapshot_filter
-from airflow_cdc.drift.sides import prepare
 from airflow_cdc.engine.signals.signal import EXECUTE
 from airflow_cdc.operators.base import CdcOperatorError
 from airflow_cdc.operators.snapshot import _end_cursor, _SignalOperator
@@ -141,7 +140,6 @@ class CdcValidateOperator(_SignalOperator):
             if before.missing or before.different or before.truncated:
                 signal_id = self._snapshot(source, before)
                 self._await_target(source, target, before)
-            prepare(source, target)
             after = self.validate(source, target)
             result = {"before": before.to_json(), "after": after.to_json(), "deleted": deleted, "signal_id": signal_id}
             if after.found:
