@@ -26,7 +26,7 @@ from dataclasses import dataclass, field
 from functools import partial
 from typing import Any, TypeVar
 
-from airflow_cdc.drift.sides import Summary, TableSide, prepare
+from airflow_cdc.drift.sides import Side, Summary, TableSide, prepare
 
 _EMPTY = Summary(0, 0)
 _T = TypeVar("_T")
@@ -95,7 +95,7 @@ class Drift:
 
 def compare(
     source: TableSide,
-    target: TableSide,
+    target: Side,
     *,
     ranges: int = 1024,
     split: int = 16,
@@ -117,7 +117,7 @@ def compare(
 
 
 def _split(
-    source: TableSide, target: TableSide, whole: KeyRange, parts: int, drift: Drift | None = None
+    source: TableSide, target: Side, whole: KeyRange, parts: int, drift: Drift | None = None
 ) -> list[tuple[KeyRange, int]]:
     """``whole`` in at most ``parts`` ranges: the differing ones, with their larger row count.
     Given ``drift`` (the level-0 pass), each side's rows are counted into it."""
@@ -135,7 +135,7 @@ def _split(
     return out
 
 
-def _both(read: Callable[[TableSide], _T], source: TableSide, target: TableSide) -> tuple[_T, _T]:
+def _both(read: Callable[[Side], _T], source: TableSide, target: Side) -> tuple[_T, _T]:
     """``read`` of both sides at once: each server works on its side while the other does
     (the two connections are separate; the drivers wait for the server without the GIL)."""
     with ThreadPoolExecutor(max_workers=1) as pool:
@@ -146,7 +146,7 @@ def _both(read: Callable[[TableSide], _T], source: TableSide, target: TableSide)
 
 def _narrow(
     source: TableSide,
-    target: TableSide,
+    target: Side,
     pending: list[tuple[KeyRange, int]],
     split: int,
     leaf_rows: int,
@@ -171,7 +171,7 @@ def _narrow(
         _drop(drift, set(excess))
 
 
-def _hashes(side: TableSide, key_range: KeyRange) -> dict[int, int]:
+def _hashes(side: Side, key_range: KeyRange) -> dict[int, int]:
     return side.hashes(key_range.low, key_range.high)
 
 
@@ -189,7 +189,7 @@ def _drop(drift: Drift, keys: set[int]) -> None:
 
 def settle(
     source: TableSide,
-    target: TableSide,
+    target: Side,
     drift: Drift,
     *,
     timeout: float,

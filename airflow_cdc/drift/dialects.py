@@ -41,6 +41,9 @@ class Column:
 
 class Dialect:
     name = ""
+    #: ``(start, length)`` (1-based) of the part of ``_cdc_position`` that a position of this
+    #: source is compared with; None: all of it.
+    position_part: tuple[int, int] | None = None
     #: ``%s`` placeholders: both drivers (psycopg, PyMySQL) take them.
     integer_types: tuple[str, ...] = ()
 
@@ -73,10 +76,6 @@ class Dialect:
 
     def current_position(self, conn: Any) -> str:
         """The server's log position now, in the ``_cdc_position`` format of changes after it."""
-        raise NotImplementedError
-
-    def position_expression(self) -> str:
-        """The part of ``_cdc_position`` that :meth:`current_position` is compared with."""
         raise NotImplementedError
 
     # -- shared ------------------------------------------------------------------------------
@@ -115,6 +114,9 @@ _NULL, _SEPARATOR = 30, 31
 
 class PostgresDialect(Dialect):
     name = "postgresql"
+    # The apply job's PostgreSQL position is <last commit LSN><change LSN> (16 hex digits each):
+    # the change's own LSN is the part a later change is sure to exceed.
+    position_part = (17, 16)
     integer_types = ("smallint", "integer", "bigint")
 
     def connect(self, url: str) -> Any:
@@ -157,11 +159,6 @@ class PostgresDialect(Dialect):
         lsn = str(_rows(conn, "select pg_current_wal_lsn()::text")[0][0])
         high, low = lsn.split("/")
         return f"{(int(high, 16) << 32) + int(low, 16):016x}"
-
-    def position_expression(self) -> str:
-        # The apply job's PostgreSQL position is <last commit LSN><change LSN> (16 hex digits
-        # each): the change's own LSN is the part a later change is sure to exceed.
-        return f"substr({self.quote(POSITION_COLUMN)}, 17, 16)"
 
 
 class MysqlDialect(Dialect):
@@ -227,9 +224,6 @@ class MysqlDialect(Dialect):
         index = int(file.rsplit(".", 1)[1]) if "." in file and file.rsplit(".", 1)[1].isdigit() else 0
         # The apply job's MySQL position: binlog index (8), position (16), row (8) in hex.
         return f"{index:08x}{pos:016x}00000000"
-
-    def position_expression(self) -> str:
-        return self.quote(POSITION_COLUMN)
 
 
 def dialect_for(url: str) -> Dialect:

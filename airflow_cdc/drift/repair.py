@@ -13,7 +13,7 @@ from __future__ import annotations
 from collections.abc import Iterable
 
 from airflow_cdc.drift.compare import Drift, KeyRange
-from airflow_cdc.drift.sides import TableSide
+from airflow_cdc.drift.sides import Side, TableSide
 
 
 def key_runs(keys: Iterable[int]) -> list[KeyRange]:
@@ -38,7 +38,7 @@ def snapshot_filter(drift: Drift, quoted_key: str) -> str:
     return " or ".join(parts)
 
 
-def delete_extra(source: TableSide, target: TableSide, keys: Iterable[int]) -> list[int]:
+def delete_extra(source: TableSide, target: Side, keys: Iterable[int]) -> list[int]:
     """Delete the target rows of ``keys`` the source does not have, read after the source's
     current position; the keys deleted."""
     wanted = sorted(set(keys))

@@ -12,7 +12,7 @@ from __future__ import annotations
 
 from collections.abc import Iterable, Sequence
 from dataclasses import dataclass, field
-from typing import Any
+from typing import Any, Protocol
 
 from airflow_cdc.drift.dialects import POSITION_COLUMN, Column, Dialect
 from airflow_cdc.drift.errors import DriftError
@@ -27,6 +27,30 @@ class Summary:
 
     rows: int
     checksum: int
+
+
+class Side(Protocol):
+    """What the comparison asks of a side: a SQL table (:class:`TableSide`), or a lake table
+    summarised by Spark (``airflow_cdc.spark.drift_lake.LakeSide``) as a target."""
+
+    table: str
+    key: str
+    columns: list[Column]
+    queries: int
+
+    def catalog_columns(self) -> list[Column]: ...
+
+    def bounds(self) -> tuple[int, int] | None: ...
+
+    def summaries(self, low: int, high: int, width: int) -> dict[int, Summary]: ...
+
+    def hashes(self, low: int, high: int) -> dict[int, int]: ...
+
+    def hashes_of(self, keys: Iterable[int]) -> dict[int, int]: ...
+
+    def passed(self, position: str, source: Dialect) -> bool: ...
+
+    def delete_absent(self, keys: Sequence[int], position: str, source: Dialect) -> int: ...
 
 
 @dataclass
@@ -50,6 +74,9 @@ class TableSide:
         with self.conn.cursor() as cur:
             cur.execute(query, tuple(params))
             return list(cur.fetchall())
+
+    def catalog_columns(self) -> list[Column]:
+        return self.dialect.columns(self.conn, self.table)
 
     def bounds(self) -> tuple[int, int] | None:
         """The smallest and largest key (two index lookups), None for an empty table."""
@@ -98,9 +125,17 @@ class TableSide:
     def passed(self, position: str, source: Dialect) -> bool:
         """Whether this target holds a change from at or after the source's ``position``: the
         apply job has read the log past it (its batches go in source order)."""
-        column = source.position_expression()
+        column = self._position(source)
         found = self._rows(f"select 1 from {self._from} where {column} >= %s limit 1", (position,))
         return bool(found)
+
+    def _position(self, source: Dialect) -> str:
+        """The part of this target's ``_cdc_position`` a position of ``source`` compares with."""
+        column = self.dialect.quote(POSITION_COLUMN)
+        if source.position_part is None:
+            return column
+        start, length = source.position_part
+        return f"substr({column}, {start}, {length})"
 
     def delete_absent(self, keys: Sequence[int], position: str, source: Dialect) -> int:
         """Delete the target rows of ``keys`` (which the source no longer has) that no change
@@ -114,14 +149,14 @@ class TableSide:
                 marks = ", ".join(["%s"] * len(chunk))
                 cur.execute(
                     f"delete from {self._from} where {k} in ({marks}) and ({p} is null or "
-                    f"{source.position_expression()} < %s)",
+                    f"{self._position(source)} < %s)",
                     (*chunk, position),
                 )
                 deleted += cur.rowcount
         return deleted
 
 
-def prepare(source: TableSide, target: TableSide) -> None:
+def prepare(source: TableSide, target: Side) -> None:
     """Read both catalogs: the source's primary key (one integer column) and columns, the
     target's types for the same columns (it has ``_cdc_position`` besides, left out)."""
     key = source.dialect.primary_key(source.conn, source.table)
@@ -136,7 +171,7 @@ def prepare(source: TableSide, target: TableSide) -> None:
     types = {c.name: c.data_type for c in columns}
     if types[key[0]] not in source.dialect.integer_types:
         raise DriftError(f"{source.table}'s key {key[0]} is {types[key[0]]}: the drift check ranges over integer keys")
-    theirs = {c.name: c for c in target.dialect.columns(target.conn, target.table)}
+    theirs = {c.name: c for c in target.catalog_columns()}
     if not theirs:
         raise DriftError(f"target table {target.table} does not exist (or this user cannot see it)")
     lacking = [c.name for c in columns if c.name not in theirs]
