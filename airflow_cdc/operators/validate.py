@@ -10,6 +10,7 @@ from typing import Any
 from airflow.sdk import Context
 
 from airflow_cdc.drift import Drift, TableSide, compare, delete_extra, dialect_for, settle, snapshot_filter
+from airflow_cdc.drift.sides import Side
 from airflow_cdc.engine.signals.signal import EXECUTE
 from airflow_cdc.operators.base import CdcOperatorError
 from airflow_cdc.operators.snapshot import _end_cursor, _SignalOperator
@@ -46,6 +47,9 @@ class CdcValidateOperator(_SignalOperator):
     :param table: the source table (``schema.table``; MySQL ``database.table``), templated.
     :param source_conn_id: the source database's connection (``postgres`` or ``mysql``).
     :param target_conn_id: the target database's connection (``postgres`` or ``mysql``).
+    :param target_url: instead, a lake target as the apply job names it (``delta:PATH``,
+        ``iceberg:PATH``, ``parquet:PATH``), summarised by Spark in the task (the ``spark`` extra);
+        a repair there cannot delete rows the source does not have (the task says so).
     :param target_table: the target table (templated); default: ``table`` on PostgreSQL, the
         target connection's database and ``table``'s name on MySQL (as the apply job names it).
     :param repair: mend what differs (above); the task fails if drift is left after it.
@@ -69,7 +73,8 @@ class CdcValidateOperator(_SignalOperator):
         *,
         table: str,
         source_conn_id: str,
-        target_conn_id: str,
+        target_conn_id: str | None = None,
+        target_url: str | None = None,
         target_table: str | None = None,
         repair: bool = False,
         fail_on_drift: bool = False,
@@ -86,7 +91,10 @@ class CdcValidateOperator(_SignalOperator):
             if value < 1:
                 raise ValueError(f"{name} must be at least 1, not {value!r}")
         self.table = table
+        if bool(target_conn_id) == bool(target_url):
+            raise ValueError("give target_conn_id (a postgres or mysql connection) or target_url (delta:PATH, ...)")
         self.target_conn_id = target_conn_id
+        self.target_url = target_url
         self.target_table = target_table
         self.repair = repair
         self.fail_on_drift = fail_on_drift
@@ -96,24 +104,29 @@ class CdcValidateOperator(_SignalOperator):
         self.repair_timeout = repair_timeout
 
     @contextmanager
-    def sides(self) -> Iterator[tuple[TableSide, TableSide]]:
-        source_url, target_url = connection_url(str(self.source_conn_id)), connection_url(self.target_conn_id)
-        source_dialect, target_dialect = dialect_for(source_url), dialect_for(target_url)
-        target_table = self.target_table or target_dialect.target_name(self.table, target_url)
+    def sides(self) -> Iterator[tuple[TableSide, Side]]:
+        source_url = connection_url(str(self.source_conn_id))
+        source_dialect = dialect_for(source_url)
         source_conn = source_dialect.connect(source_url)
         try:
+            source = TableSide(source_dialect, source_conn, self.table)
+            if self.target_url:  # a lake table, summarised by Spark in this task
+                from airflow_cdc.spark.drift_lake import lake_side
+
+                yield source, lake_side(self.target_url, self.table, self.target_table)
+                return
+            target_url = connection_url(str(self.target_conn_id))
+            target_dialect = dialect_for(target_url)
+            target_table = self.target_table or target_dialect.target_name(self.table, target_url)
             target_conn = target_dialect.connect(target_url)
             try:
-                yield (
-                    TableSide(source_dialect, source_conn, self.table),
-                    TableSide(target_dialect, target_conn, target_table),
-                )
+                yield source, TableSide(target_dialect, target_conn, target_table)
             finally:
                 target_conn.close()
         finally:
             source_conn.close()
 
-    def validate(self, source: TableSide, target: TableSide) -> Drift:
+    def validate(self, source: TableSide, target: Side) -> Drift:
         drift = compare(source, target, ranges=self.ranges, max_keys=self.max_keys)
         self.log.info(
             "%s: %d source rows, %d target rows, first pass %.1fs: %d keys differ (%d ranges not narrowed)",
@@ -172,7 +185,7 @@ class CdcValidateOperator(_SignalOperator):
         self.log.info("%s", verdict.message)
         return signal_id
 
-    def _await_target(self, source: TableSide, target: TableSide, drift: Drift) -> None:
+    def _await_target(self, source: TableSide, target: Side, drift: Drift) -> None:
         """Wait until the apply job brought the snapshot's rows: the repaired keys agree."""
         keys = [*drift.missing, *drift.different]
         deadline = time.monotonic() + self.repair_timeout

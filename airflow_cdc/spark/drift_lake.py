@@ -117,3 +117,23 @@ class LakeSide:
             f"{self.table}: rows the source does not have ({len(keys)}) are not deleted from a lake table by the "
             "repair; delete them with the format's own DELETE"
         )
+
+
+def lake_side(url: str, table: str, target_table: str | None = None) -> LakeSide:
+    """The target side for source ``table`` on a lake target ``url`` (``delta:PATH``,
+    ``iceberg:PATH``, ``parquet:PATH``; the apply job's ``target_url``), read in the active Spark
+    session, or a local one with the connector jars ``scripts/setup`` resolved."""
+    from pyspark.sql import SparkSession
+
+    from airflow_cdc.spark.apply import connector_jars
+    from airflow_cdc.spark.targets.lake import LakeTarget
+
+    spark = SparkSession.getActiveSession()
+    if spark is None:
+        builder = SparkSession.builder.master("local[2]").appName("airflow-cdc-validate")
+        builder = builder.config("spark.ui.enabled", "false").config("spark.jars", ",".join(connector_jars()))
+        builder = builder.config("spark.sql.extensions", "io.delta.sql.DeltaSparkSessionExtension")
+        builder = builder.config("spark.sql.catalog.spark_catalog", "org.apache.spark.sql.delta.catalog.DeltaCatalog")
+        spark = builder.getOrCreate()
+    lake = LakeTarget(url, {table: target_table} if target_table else {}, {})
+    return LakeSide(lake.read(spark, table), lake.target_name(table))

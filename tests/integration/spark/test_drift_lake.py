@@ -13,7 +13,9 @@ import pytest
 from airflow_cdc.drift import TableSide, compare, settle, snapshot_filter
 from airflow_cdc.drift.dialects import PostgresDialect
 from airflow_cdc.local.postgres import PostgresServer
+from airflow_cdc.operators.validate import CdcValidateOperator
 from airflow_cdc.spark.drift_lake import LakeSide
+from tests.integration.airflow.apply_support import set_connection
 
 pytestmark = [pytest.mark.integration, pytest.mark.slow]
 
@@ -25,7 +27,7 @@ SCHEMA = (
 
 
 def test_a_delta_target_compares_equal_then_names_the_corrupted_keys(
-    spark: Any, pg_server: PostgresServer, pg_database: str, tmp_path: Path
+    spark: Any, pg_server: PostgresServer, pg_database: str, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
 ) -> None:
     with pg_server.connect(pg_database) as conn:
         conn.execute(
@@ -40,7 +42,7 @@ def test_a_delta_target_compares_equal_then_names_the_corrupted_keys(
             (ROWS,),
         )
         rows = conn.execute("select *, repeat('0', 32) from orders order by id").fetchall()
-        path = str(tmp_path / "orders")
+        path = str(tmp_path / "public.orders")  # where the apply job's delta:ROOT keeps public.orders
         # A session in another time zone wrote it: timestamps are instants, rendered in UTC.
         spark.conf.set("spark.sql.session.timeZone", "Asia/Kolkata")
         try:
@@ -59,7 +61,21 @@ def test_a_delta_target_compares_equal_then_names_the_corrupted_keys(
             spark.sql(f"insert into delta.`{path}` values (5000, 'ghost', null, null, null, null, null, null, null)")
             target = LakeSide(spark.read.format("delta").load(path), "orders")
             drift = settle(source, target, compare(source, target, ranges=64), timeout=0.5, interval=0.1)
+            # The operator, on the apply job's target URL (the task's Spark session: the active one).
+            set_connection(
+                monkeypatch, "pg_src", conn_type="postgres", host=pg_server.host, port=pg_server.port,
+                login=pg_server.user, schema=pg_database,
+            )  # fmt: skip
+            found = CdcValidateOperator(
+                task_id="validate",
+                table="public.orders",
+                source_conn_id="pg_src",
+                target_url=f"delta:{tmp_path}",
+                settle_timeout=0.5,
+            ).execute({})
         finally:
             spark.conf.unset("spark.sql.session.timeZone")
     assert (drift.missing, drift.extra, drift.different) == ([2, 1500], [5000], [17, 700, 2001])
     assert snapshot_filter(drift, '"id"') == '"id" in (2, 17, 700, 1500, 2001)'
+    assert (found["missing"], found["extra"], found["different"]) == ([2, 1500], [5000], [17, 700, 2001])
+    assert found["target"] == "public.orders"

@@ -20,6 +20,7 @@ CONNS = {"source_conn_id": "pg_shop", "target_conn_id": "pg_shop_replica"}
         ({"table": "public.orders", "max_keys": 0}, "max_keys"),
         ({"table": "public.orders", "ranges": 0}, "ranges"),
         ({"table": "public.orders", "channel": "carrier-pigeon"}, "channel"),
+        ({"table": "public.orders", "target_url": "delta:/lake"}, "target_conn_id .* or target_url"),
     ],
 )
 def test_bad_arguments_fail_at_parse_time(kwargs: dict[str, object], message: str) -> None:
