@@ -14,7 +14,7 @@ files outside it by their min/max statistics).
 
 from __future__ import annotations
 
-from collections.abc import Iterable, Sequence
+from collections.abc import Callable, Iterable, Sequence
 
 from pyspark.sql import Column as SparkColumn
 from pyspark.sql import DataFrame
@@ -56,13 +56,19 @@ def row_hash(columns: Sequence[Column], time_zone: str) -> SparkColumn:
 class LakeSide:
     """The target side of the drift check over a lake table's DataFrame."""
 
-    def __init__(self, frame: DataFrame, table: str) -> None:
-        self.frame = frame
+    def __init__(self, read: Callable[[], DataFrame], table: str) -> None:
+        # Read again at each look: a Delta DataFrame keeps the table version it was created at,
+        # and the second look and the repair wait for the apply job's later versions.
+        self._read = read
         self.table = table
         self.key = ""
         self.columns: list[Column] = []
         self.queries = 0
-        self._time_zone = frame.sparkSession.conf.get("spark.sql.session.timeZone") or "UTC"
+        self._time_zone = read().sparkSession.conf.get("spark.sql.session.timeZone") or "UTC"
+
+    @property
+    def frame(self) -> DataFrame:
+        return self._read()
 
     def catalog_columns(self) -> list[Column]:
         return [Column(f.name, f.dataType.simpleString()) for f in self.frame.schema.fields]
@@ -136,4 +142,4 @@ def lake_side(url: str, table: str, target_table: str | None = None) -> LakeSide
         builder = builder.config("spark.sql.catalog.spark_catalog", "org.apache.spark.sql.delta.catalog.DeltaCatalog")
         spark = builder.getOrCreate()
     lake = LakeTarget(url, {table: target_table} if target_table else {}, {})
-    return LakeSide(lake.read(spark, table), lake.target_name(table))
+    return LakeSide(lambda: lake.read(spark, table), lake.target_name(table))

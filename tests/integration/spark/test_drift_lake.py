@@ -50,7 +50,7 @@ def test_a_delta_target_compares_equal_then_names_the_corrupted_keys(
                 path
             )
             source = TableSide(PostgresDialect(), conn, "public.orders")
-            target = LakeSide(spark.read.format("delta").load(path), "orders")
+            target = LakeSide(lambda: spark.read.format("delta").load(path), "orders")
             same = compare(source, target)
             assert not same.found, same.to_json()
             assert (same.source_rows, same.target_rows) == (ROWS, ROWS)
@@ -59,7 +59,6 @@ def test_a_delta_target_compares_equal_then_names_the_corrupted_keys(
             spark.sql(f"update delta.`{path}` set note = 'was null' where id = 700")
             spark.sql(f"delete from delta.`{path}` where id in (2, 1500)")
             spark.sql(f"insert into delta.`{path}` values (5000, 'ghost', null, null, null, null, null, null, null)")
-            target = LakeSide(spark.read.format("delta").load(path), "orders")
             drift = settle(source, target, compare(source, target, ranges=64), timeout=0.5, interval=0.1)
             # The operator, on the apply job's target URL (the task's Spark session: the active one).
             set_connection(
