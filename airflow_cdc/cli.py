@@ -107,6 +107,11 @@ def _parser() -> argparse.ArgumentParser:
         help="with --id: how long an id the instance does not know may take to start (just signalled) "
         "before the watch gives up, exit 1 (default 10)",
     )
+    pipeline = commands.add_parser("pipeline", help="declared pipelines (YAML)").add_subparsers(
+        dest="action", required=True
+    )
+    check = pipeline.add_parser("check", help="validate a pipeline file: every problem with its line and key")
+    check.add_argument("file", type=Path, help="the pipeline's YAML file, e.g. dags/pipelines/shop.yaml")
     return parser
 
 
@@ -134,6 +139,8 @@ def main(argv: list[str] | None = None) -> int:
     )
     if args.command == "demo":
         return _demo(args)
+    if args.command == "pipeline":
+        return _pipeline_check(args.file)
     from airflow_cdc.engine.errors import CdcError, ConfigError, RefusedError
 
     try:
@@ -167,6 +174,25 @@ def _demo(args: argparse.Namespace) -> int:
     except KeyboardInterrupt:
         print("demo interrupted; everything it started was stopped and removed", file=sys.stderr)
         return 130
+    return 0
+
+
+def _pipeline_check(path: Path) -> int:
+    """The validation a DAG file rendering the pipeline runs when Airflow parses it."""
+    from airflow_cdc.pipeline.spec import PipelineSpecError, load_pipeline_file
+
+    try:
+        spec = load_pipeline_file(path)
+    except PipelineSpecError as exc:
+        print(f"invalid pipeline {path} ({len(exc.problems)} problem(s)):", file=sys.stderr)
+        for problem in exc.problems:
+            print(f"  {problem}", file=sys.stderr)
+        return EXIT_CONFIG
+    if spec.tables is not None:
+        tables = f"{len(spec.tables)} table(s): {', '.join(t.name for t in spec.tables)}"
+    else:
+        tables = f"the tables matching {spec.table_pattern.pattern!r} (found when the DAG is parsed)"  # type: ignore[union-attr]
+    print(f"pipeline OK: {spec.dag_id}, {tables}; snapshot policy {spec.snapshot.policy}")
     return 0
 
 
