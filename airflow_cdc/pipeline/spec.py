@@ -67,15 +67,22 @@ class TablePatternSpec(_Strict):
     @field_validator("pattern")
     @classmethod
     def _compiles(cls, value: str) -> str:
-        re.compile(value)  # re.error is a ValueError: pydantic reports it on this key
-        return value
+        return _regex(value)
 
     @field_validator("exclude")
     @classmethod
     def _all_compile(cls, value: list[str]) -> list[str]:
-        for item in value:
-            re.compile(item)
-        return value
+        return [_regex(item) for item in value]
+
+
+def _regex(value: str) -> str:
+    """``value`` if it is a regular expression; a ValueError (which pydantic reports on its key)
+    saying why not."""
+    try:
+        re.compile(value)
+    except re.error as exc:
+        raise ValueError(f"not a regular expression: {exc}") from None
+    return value
 
 
 class SnapshotSpec(_Strict):
@@ -233,9 +240,7 @@ def _cross_checks(spec: PipelineSpec) -> list[tuple[tuple[str | int, ...], str, 
     for index, table in enumerate(spec.tables or ()):
         group = group_id(table.name)
         if group in seen:
-            found.append(
-                (("tables", index, "name"), f"its task group {group!r} is {seen[group]!r}'s too", "rename one")
-            )
+            found.append((("tables", index, "name"), f"same task group {group!r} as {seen[group]!r}", "rename one"))
         seen.setdefault(group, table.name)
         if table.additional_conditions is not None and spec.snapshot.policy == "none":
             found.append(
