@@ -183,3 +183,10 @@ def test_pipeline_check_runs_the_same_validation(tmp_path: Path, capsys: pytest.
     assert f"{bad}:6: backend.topic_prefx: unknown key (fix: did you mean 'topic_prefix'?)" in err
     assert main(["pipeline", "check", str(tmp_path / "missing.yaml")]) == EXIT_CONFIG
     assert "missing.yaml:1: (file)" in capsys.readouterr().err
+
+
+def test_the_readme_example_is_valid() -> None:
+    from tests.readme_blocks import readme_block
+
+    spec = parse_pipeline(readme_block("declared:yaml"), "README.md")
+    assert [t.name for t in spec.tables or ()] == ["public.orders", "public.customers"]
