@@ -50,7 +50,7 @@ def airflow_catalog(conn_id: str) -> list[str]:
     """The source's tables through its Airflow connection's SQL hook (postgres or mysql provider)."""
     from airflow.sdk import BaseHook
 
-    hook = BaseHook.get_connection(conn_id).get_hook()
+    hook = BaseHook.get_connection(conn_id).get_hook()  # type: ignore[no-untyped-call]
     return sorted(str(row[0]) for row in hook.get_records(CATALOG_QUERY))
 
 

@@ -158,7 +158,7 @@ class CdcPipeline:
         done = CdcSnapshotSensor(
             task_id="snapshot_done",
             cdc_conn_id=self.spec.backend.conn_id,
-            signal_id=send.output,
+            signal_id=send.output,  # type: ignore[arg-type]  # an XComArg, rendered to the id
             stall_timeout=snapshot.stall_timeout,
             deferrable=True,
             poke_interval=POLL_SECONDS,

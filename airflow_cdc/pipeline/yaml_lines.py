@@ -14,7 +14,8 @@ from typing import Any
 
 import yaml
 
-Path = tuple[str | int, ...]
+#: Keys (YAML allows a number, a boolean, null as a key) and list indexes from the root.
+Path = tuple[Any, ...]
 
 
 @dataclass
