@@ -163,7 +163,10 @@ def test_a_failed_tables_group_is_cleared_and_rerun_alone(scheduler: tuple[Sched
     # the table meanwhile, and only that table's group cleared.
     replica.execute("drop table customers")
     source.execute("update customers set name = 'renamed' where id = 7", "insert into customers values (51, 'late')")
-    stack.airflow("tasks", "clear", DAG_ID, "--task-regex", f"^{CUSTOMERS_GROUP}\\.", "--yes")
+    # Airflow 3.3's --task-regex matches a substring of the task id (SerializedDAG.partial_subset),
+    # not a regular expression: the group's prefix with its dot names its tasks only.
+    stack.airflow("tasks", "clear", DAG_ID, "--task-regex", f"{CUSTOMERS_GROUP}.", "--yes")
+    assert stack.meta.run_state(DAG_ID, run_id) != "failed", "the clear did not reach the run"
     assert wait_for_run(stack.meta, DAG_ID, run_id, timeout=600) == "success", stack.diagnosis(run_id)
 
     after = stack.meta.tasks(DAG_ID, run_id)
