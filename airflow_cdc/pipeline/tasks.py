@@ -1,29 +1,47 @@
 """The one task a declared pipeline adds to the provider's own: a table's snapshot that runs
-once (snapshot policy ``initial``).
+once (snapshot policy ``initial``), and that knows which snapshot reads its table.
 
-Whether the table was snapshotted already is Airflow's own record, not a file of ours: the
-pipeline's ``snapshot_done`` sensor emits an event on the table's asset when a snapshot
+**Once.** Whether the table was snapshotted already is Airflow's own record, not a file of ours:
+the pipeline's ``snapshot_done`` sensor emits an event on the table's asset when a snapshot
 completes (with its ``signal_id``), and this task reads the asset's events as an inlet. An event
 from this DAG's ``snapshot_done`` of the same group means done: the task skips, and with it the
 wait for a snapshot; the rest of the group (wait for the instance, apply) runs. Airflow keeps
 the events in its metadata database, so this holds across workers, restarts and redeploys; a
 cleared group whose snapshot never completed snapshots again.
+
+**Which snapshot.** Each table's group signals its own snapshot, and the groups run in parallel.
+An instance that already runs an incremental snapshot adds the tables of a second
+``execute-snapshot`` to it (Debezium does the same) and publishes nothing under the second
+signal's id: a sensor waiting for that id would wait until its stall timeout. So the task
+returns the id of the snapshot whose notifications name its table - its own, or the one it
+joined - and the group's sensor waits for that one.
 """
 
 from __future__ import annotations
 
+from collections.abc import Callable, Mapping
 from typing import Any
 
 from airflow.sdk import Context
 from airflow.sdk.exceptions import AirflowSkipException
 
+from airflow_cdc.engine.notifications import INCREMENTAL, Notification
 from airflow_cdc.operators.snapshot import CdcSnapshotOperator
 
 
+def tables_named(notification: Notification) -> set[str]:
+    """The tables an incremental snapshot's notification names (being read, or scanned)."""
+    data = notification.additional_data
+    named = {t.strip() for t in str(data.get("data_collections") or "").split(",") if t.strip()}
+    named |= {str(data[key]) for key in ("data_collection", "scanned_collection") if data.get(key)}
+    return named
+
+
 class CdcPipelineSnapshotOperator(CdcSnapshotOperator):
-    """``CdcSnapshotOperator`` that, with ``once``, skips when ``done_task_id`` of this DAG has
-    already emitted a completed snapshot's event on one of the task's ``inlets`` (the table's
-    asset).
+    """``CdcSnapshotOperator`` that returns the id of the snapshot that reads its tables (its
+    own signal's, or a running one's it joined), and that, with ``once``, skips when
+    ``done_task_id`` of this DAG has already emitted a completed snapshot's event on one of the
+    task's ``inlets`` (the table's asset).
 
     :param once: snapshot only if no earlier run completed one (policy ``initial``).
     :param done_task_id: the sensor that waits for this task's snapshot (its full task id).
@@ -43,6 +61,28 @@ class CdcPipelineSnapshotOperator(CdcSnapshotOperator):
                 "(snapshot policy initial); clear that run's snapshot tasks or send a snapshot to read the table again"
             )
         return super().execute(context)
+
+    def send_and_await(self, kind: str, data: Mapping[str, Any], acted: Callable[[Notification, str], bool]) -> str:
+        tables = {str(t) for t in data.get("data-collections") or ()}
+        joined: list[str] = []
+
+        def acted_or_joined(notification: Notification, signal_id: str) -> bool:
+            if acted(notification, signal_id):
+                return True
+            if notification.aggregate_type == INCREMENTAL and tables & tables_named(notification):
+                joined.append(notification.id)
+                return True
+            return False
+
+        signal_id = super().send_and_await(kind, data, acted_or_joined)
+        if joined and joined[0] != signal_id:
+            self.log.info(
+                "the instance added %s to the snapshot it was running (%s): waiting for that one",
+                ", ".join(sorted(tables)),
+                joined[0],
+            )
+            return joined[0]
+        return signal_id
 
     def completed_snapshot(self, context: Context) -> dict[str, Any] | None:
         """The latest snapshot this DAG's ``done_task_id`` reported for the table, or None."""

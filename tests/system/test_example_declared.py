@@ -40,7 +40,8 @@ def test_the_declared_pipeline_snapshots_once_and_applies_each_table(
     for group, table in TABLES.items():
         signal_id = xcom(first, f"{group}.snapshot")
         done = xcom(first, f"{group}.snapshot_done")
-        assert done["signal_id"] == signal_id and done["rows"] == {f"public.{table}": len(source.rows(table))}
+        # Its own snapshot, or the running one the instance added the table to (then named by the task).
+        assert done["signal_id"] == signal_id and done["rows"][f"public.{table}"] == len(source.rows(table))
         applied = xcom(first, f"{group}.apply")
         assert applied["records"] >= len(source.rows(table))
         assert without_position(replica.rows(table)) == source.rows(table)
