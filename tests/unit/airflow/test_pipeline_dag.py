@@ -123,3 +123,22 @@ def test_the_task_group_factory_puts_the_pipeline_in_a_dag_of_ones_own(tmp_path:
     snapshot = dag.get_task("shop.public_orders.snapshot")
     assert snapshot.done_task_id == "shop.public_orders.snapshot_done"
     assert dag.get_task("shop.start_engine").upstream_task_ids == {"prepare"}
+
+
+def test_the_tables_a_snapshots_notifications_name() -> None:
+    """What the snapshot task reads to learn that the instance added its table to a running
+    snapshot: the IN_PROGRESS list and a table scan's collection (the engine's own log lines)."""
+    from airflow_cdc.engine.notifications import INCREMENTAL, Notification
+    from airflow_cdc.pipeline.tasks import tables_named
+
+    progress = Notification(
+        INCREMENTAL, "IN_PROGRESS", {"data_collections": "public.orders, public.customers", "maximum_key": "2000"}
+    )
+    scanned = Notification(
+        INCREMENTAL,
+        "TABLE_SCAN_COMPLETED",
+        {"data_collection": "public.customers", "scanned_collection": "public.customers", "status": "SUCCEEDED"},
+    )
+    assert tables_named(progress) == {"public.orders", "public.customers"}
+    assert tables_named(scanned) == {"public.customers"}
+    assert tables_named(Notification(INCREMENTAL, "COMPLETED", {"connector_name": "shop"})) == set()
