@@ -392,7 +392,10 @@ def test_an_idle_slot_retaining_wal_is_shown_red_with_the_fix(
     with psycopg.connect(stack.dsn, autocommit=True) as conn:
         conn.execute("update items set price = price + 1 where id = 1")
     wait_until(lambda: not card.locator(".wal-fix").count(), 60, "the slot's WAL below the threshold")
-    # Another database writes; nothing the instance captures changes; no heartbeat: the WAL stays.
+    # The instance paused (a running engine lets an idle slot advance on the server's keepalives,
+    # so a slot retains WAL while its reader is stopped, paused or behind), another database writes.
+    client = control.client_for(stack.config)
+    assert client.pause().state == "PAUSED"
     noise = f"noise_{uuid.uuid4().hex[:8]}"
     with pg_server.connect() as conn:
         conn.execute(f"create database {noise}")
@@ -411,9 +414,11 @@ def test_an_idle_slot_retaining_wal_is_shown_red_with_the_fix(
         card.scroll_into_view_if_needed()
         _shot(page, "wal-retained")
 
-        # Captured changes let the instance confirm past it: the red goes away. (The slot's
-        # restart_lsn moves to a running-xacts record the server logged after the noise, once a
-        # position after that record is confirmed: so changes keep coming until it does.)
+        # Resumed, captured changes let the instance confirm past it: the red goes away. (The
+        # slot's restart_lsn moves to a running-xacts record the server logged after the noise,
+        # once a position after that record is confirmed: so changes keep coming until it does.)
+        assert client.resume().state != "PAUSED"
+
         def released() -> bool:
             with psycopg.connect(stack.dsn, autocommit=True) as conn:
                 conn.execute("update items set price = price + 1 where id = 1")
@@ -421,6 +426,7 @@ def test_an_idle_slot_retaining_wal_is_shown_red_with_the_fix(
 
         wait_until(released, 90, "the WAL released", interval=2)
     finally:
+        client.resume()  # the module's other tests need it reading
         with pg_server.connect() as conn:
             conn.execute(f"drop database if exists {noise} with (force)")
 
