@@ -1,11 +1,15 @@
 """Initial-snapshot throughput: the engine against psql's COPY of the same table (issue 3).
 
 A wide table (20 columns of mixed types) in a throwaway PostgreSQL. Baseline, same run:
-``psql -c "COPY (SELECT * FROM t ORDER BY id) TO STDOUT" > /dev/null`` - the server's raw output
-rate. The engine runs ``snapshot.mode=initial_only`` in a child process (events built, JSON
+``psql -c "COPY (SELECT * FROM wide) TO STDOUT"`` into a pipe this process counts lines from -
+the server's raw output rate. No ``ORDER BY`` on either side: the engine's snapshot query is a
+plain ``select ... from wide`` (a sequential scan), so COPY does the same scan and no sort.
+The engine runs ``snapshot.mode=initial_only`` in a child process (events built, JSON
 serialized, into a discarding consumer), at two table sizes, and reports its peak RSS for each:
-it must not grow with the table. The large table is measured in three rounds of COPY then
-engine, and the medians are compared (the machine's speed drifts within minutes). The last line
+it must not grow with the table. Both sides' row counts must equal the table's exactly (COPY's
+lines and its ``COPY n`` tag; the engine's events once its snapshot ended by itself), else the
+run fails. The large table is measured in three rounds of COPY and engine, alternating which goes
+first, and the medians are compared (the machine's speed drifts within minutes). The last line
 is one JSON object with the ratio.
 """
 
@@ -13,6 +17,7 @@ from __future__ import annotations
 
 import argparse
 import json
+import re
 import resource
 import statistics
 import subprocess
@@ -24,6 +29,7 @@ from pathlib import Path
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
 from airflow_cdc.engine import Engine, JsonSerializer
+from airflow_cdc.engine.sources.lifecycle import SourcePhase
 from airflow_cdc.engine.testing import wait_until
 from airflow_cdc.local.postgres import PostgresServer
 
@@ -52,27 +58,33 @@ def fill(server: PostgresServer, database: str, rows: int) -> None:
         conn.execute("vacuum analyze wide")
 
 
-def psql_copy(server: PostgresServer, database: str) -> float:
+#: The baseline's query: the engine's snapshot reads the table unordered (a sequential scan).
+COPY_QUERY = "SELECT * FROM wide"
+#: psql's command tag after COPY ... TO STDOUT, on stdout after the data.
+COPY_TAG = re.compile(rb"^COPY (\d+)$")
+
+
+def psql_copy(server: PostgresServer, database: str, rows: int | None = None, query: str = COPY_QUERY) -> float:
+    """Seconds for ``COPY (query) TO STDOUT`` through psql, its output counted as it streams
+    (``bytes.count`` over 1 MiB reads: a small fraction of psql's own time). With ``rows`` the
+    count must be exactly that: data lines (text COPY escapes newlines in values) and the tag."""
+    command = [str(server.bindir / "psql"), "-h", server.host, "-p", str(server.port), "-U", server.user]
+    command += ["-d", database, "-c", f"COPY ({query}) TO STDOUT"]
     started = time.perf_counter()
-    with open("/dev/null", "wb") as sink:
-        subprocess.run(
-            [
-                str(server.bindir / "psql"),
-                "-h",
-                server.host,
-                "-p",
-                str(server.port),
-                "-U",
-                server.user,
-                "-d",
-                database,
-                "-c",
-                "COPY (SELECT * FROM wide ORDER BY id) TO STDOUT",
-            ],
-            stdout=sink,
-            check=True,
-        )
-    return time.perf_counter() - started
+    lines, tail = 0, b""
+    with subprocess.Popen(command, stdout=subprocess.PIPE) as psql:
+        assert psql.stdout is not None
+        while chunk := psql.stdout.read(1 << 20):
+            lines += chunk.count(b"\n")
+            tail = (tail + chunk)[-64:]
+    elapsed = time.perf_counter() - started
+    if psql.returncode != 0:
+        raise SystemExit(f"psql COPY failed ({psql.returncode})")
+    tag = COPY_TAG.match(tail.rstrip(b"\n").rsplit(b"\n", 1)[-1])
+    data_lines = lines - 1 if tag else lines
+    if rows is not None and (data_lines != rows or (tag and int(tag.group(1)) != rows)):
+        raise SystemExit(f"psql COPY of {database}: {data_lines} lines, tag {tag and tag.group(0)!r}; expected {rows}")
+    return elapsed
 
 
 def child(args: argparse.Namespace) -> None:
@@ -104,8 +116,13 @@ def child(args: argparse.Namespace) -> None:
     thread.start()
     wait_until(lambda: count[0] >= args.rows, 3600, "snapshot delivered", interval=0.01)
     elapsed = time.perf_counter() - started
+    # Exactly: the source is done reading (initial_only: FINISHED), then the engine is closed, so
+    # no event can come after the count is taken (a duplicate shows as more than the table's).
+    wait_until(lambda: finished(engine), 120, "the snapshot finished", interval=0.01)
     engine.close(60)
     thread.join(60)
+    if count[0] != args.rows:
+        raise SystemExit(f"engine snapshot of {args.database}: {count[0]} events, expected exactly {args.rows}")
     print(
         json.dumps(
             {
@@ -115,6 +132,12 @@ def child(args: argparse.Namespace) -> None:
             }
         )
     )
+
+
+def finished(engine: Engine) -> bool:
+    """Every source task has read all it will (``snapshot.mode=initial_only``: FINISHED)."""
+    lifecycles = [runner.task.lifecycle for runner in engine.tasks]
+    return all(lc is not None and lc.phase is SourcePhase.FINISHED for lc in lifecycles)
 
 
 def child_command(script: str, server: PostgresServer, database: str, **options: object) -> list[str]:
@@ -152,13 +175,18 @@ def main() -> None:
     with PostgresServer() as server:
         fill(server, "small", small)
         fill(server, "large", large)
-        psql_copy(server, "large")  # warm the cache for both sides
+        psql_copy(server, "small", small)
+        psql_copy(server, "large", large)  # warm the cache for both sides
         small_run = engine_snapshot(server, "small", small)
-        # The machine's speed drifts within minutes: rounds of COPY then engine, medians of each.
+        # The machine's speed drifts within minutes: rounds of COPY and engine, alternating which
+        # goes first, medians of each.
         copies, runs = [], []
-        for _ in range(ROUNDS):
-            copies.append(psql_copy(server, "large"))
+        for round_ in range(ROUNDS):
+            if round_ % 2 == 0:
+                copies.append(psql_copy(server, "large", large))
             runs.append(engine_snapshot(server, "large", large))
+            if round_ % 2 == 1:
+                copies.append(psql_copy(server, "large", large))
     copy_s = statistics.median(copies)
     seconds = [r["seconds"] for r in runs]
     large_run = {"seconds": statistics.median(seconds), "peak_rss_mb": max(r["peak_rss_mb"] for r in runs)}
@@ -176,6 +204,8 @@ def main() -> None:
                 "events_per_s": round(engine_rate),
                 "baseline_events_per_s": round(base_rate),
                 "baseline": "psql COPY",
+                "baseline_query": COPY_QUERY,
+                "rows_checked": "exact, both sides",
                 "ratio": round(engine_rate / base_rate, 3),
                 "peak_rss_mb": {
                     str(small): round(small_run["peak_rss_mb"]),
