@@ -11,14 +11,19 @@ table (``insert_insert``). Meanwhile a thread in this process runs a light write
 table: ~200 transactions/s, each one insert of a new row and one update of a random existing row,
 so windows see real changes to deduplicate and the stream carries them too.
 
-The baseline is the median of one COPY before each setting (the machine's speed drifts).
 Measured: ``op=r`` rows delivered per second, from the snapshot's STARTED notification to the last
-``op=r`` row reaching the consumer, for each setting, at two table sizes; peak RSS of each child
-(it must not grow with the table). The JSON ``ratio`` is the best setting's rate at the large size
-over COPY's.
+``op=r`` row reaching the consumer; peak RSS of each child (it must not grow with the table).
 
-Settings: chunk size 1024 and 8192, each with 1 and 2 chunk readers
-(``incremental.snapshot.max.threads``). The last line is one JSON object.
+``ratio`` is the engine's default setting (``incremental.snapshot.chunk.size=1024``,
+``incremental.snapshot.max.threads=1``, read from the engine's own field defaults) against COPY,
+the same statistic on both sides: three rounds of COPY and the default setting at the large size,
+alternating which goes first, median rate over median rate. The other settings (chunk size 8192,
+and 2 chunk readers) run once each at the large size and are reported beside it, each over the
+same COPY median (``by_setting``; single runs, so noisier). Every setting also runs once at the
+small size, for its peak RSS. COPY keeps ``ORDER BY id``: the chunks are read in key order
+(``... where id > ? order by id limit n``), so the baseline reads in the same order; its row
+count (the table grows under the write load) is checked exactly against ``count(*)``.
+The last line is one JSON object.
 """
 
 from __future__ import annotations
@@ -37,12 +42,19 @@ from pathlib import Path
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
 from airflow_cdc.engine import Engine, JsonSerializer
+from airflow_cdc.engine.snapshots.coordinator import INCREMENTAL_SNAPSHOT_FIELDS
 from airflow_cdc.engine.testing import wait_until
 from airflow_cdc.local.postgres import PostgresServer
 from bench.pg_snapshot import FILL, child_command, fill, psql_copy
 
-#: (incremental.snapshot.chunk.size, incremental.snapshot.max.threads)
-SETTINGS = ((1024, 1), (8192, 1), (1024, 2), (8192, 2))
+_DEFAULTS = {field.name: field.default for field in INCREMENTAL_SNAPSHOT_FIELDS}
+#: (incremental.snapshot.chunk.size, incremental.snapshot.max.threads): the engine's defaults.
+DEFAULT = (_DEFAULTS["incremental.snapshot.chunk.size"], _DEFAULTS["incremental.snapshot.max.threads"])
+#: Reported beside the default, one run each.
+OTHERS = tuple(s for s in ((1024, 1), (8192, 1), (1024, 2), (8192, 2)) if s != DEFAULT)
+ROUNDS = 3
+#: The chunks are read in key order: the baseline reads in the same order.
+COPY_QUERY = "SELECT * FROM wide ORDER BY id"
 LOAD_TX_PER_S = 200
 #: Bytes at the end of a serialized envelope that hold "op" (then only ts_ms, ts_us, ts_ns).
 ENVELOPE_TAIL = 128
@@ -208,34 +220,76 @@ def main() -> None:
         child(args)
         return
     small, large = (50_000, 200_000) if args.quick else (250_000, 1_000_000)
-    runs: dict[str, dict[int, dict[str, float]]] = {}
+    runs, default_large, copy_rates = measure(small, large)
+    report(runs, default_large, copy_rates, small, large)
+
+
+def measure(
+    small: int, large: int
+) -> tuple[dict[str, dict[int, dict[str, float]]], list[dict[str, float]], list[float]]:
+    """Every setting once at ``small``; ROUNDS of COPY and the default at ``large``, then the
+    others once. Returns the runs by setting and size (the default's ``large`` entry: the
+    medians of its rounds), the default's rounds, and COPY's rates."""
+    settings = (DEFAULT, *OTHERS)
+    runs: dict[str, dict[int, dict[str, float]]] = {f"{c}x{r}": {} for c, r in settings}
+    default_large: list[dict[str, float]] = []
+    copy_rates: list[float] = []
     with PostgresServer() as server:
         for database, rows in (("small", small), ("large", large)):
             fill(server, database, rows)
             with server.connect(database) as conn:
                 conn.execute(SIGNAL_DDL)
-        psql_copy(server, "large")  # warm the cache for both sides
-        copies = []
-        for chunk, readers in SETTINGS:
-            # The machine's speed drifts within minutes: a COPY beside every setting, the median.
-            copies.append(psql_copy(server, "large"))
-            runs[f"{chunk}x{readers}"] = {
-                rows: engine_snapshot(server, database, rows, chunk, readers)
-                for database, rows in (("small", small), ("large", large))
-            }
-    copy_s = statistics.median(copies)
-    base_rate = large / copy_s
-    print(
-        f"psql COPY: {large} rows in {copy_s:.2f}s = {base_rate:,.0f} rows/s "
-        f"(median of {len(copies)}: {', '.join(f'{large / c:,.0f}' for c in copies)})"
-    )
+
+        def copy_rate() -> float:
+            rows = _count(server, "large")  # the write load grows the table: COPY reads them all
+            return rows / psql_copy(server, "large", rows, query=COPY_QUERY)
+
+        copy_rate()  # warm the cache for both sides
+        for chunk, readers in settings:  # peak RSS at the small size
+            runs[f"{chunk}x{readers}"][small] = engine_snapshot(server, "small", small, chunk, readers)
+        # The machine's speed drifts within minutes: rounds of COPY and the default setting,
+        # alternating which goes first; medians of each.
+        for round_ in range(ROUNDS):
+            if round_ % 2 == 0:
+                copy_rates.append(copy_rate())
+            default_large.append(engine_snapshot(server, "large", large, *DEFAULT))
+            if round_ % 2 == 1:
+                copy_rates.append(copy_rate())
+        for chunk, readers in OTHERS:
+            runs[f"{chunk}x{readers}"][large] = engine_snapshot(server, "large", large, chunk, readers)
+    runs[f"{DEFAULT[0]}x{DEFAULT[1]}"][large] = {
+        "rows": large,
+        "seconds": large / statistics.median(r["rows"] / r["seconds"] for r in default_large),
+        "scanned": statistics.median(r["scanned"] for r in default_large),
+        "changes": statistics.median(r["changes"] for r in default_large),
+        "load_tx_per_s": min(r["load_tx_per_s"] for r in default_large),
+        "peak_rss_mb": max(r["peak_rss_mb"] for r in default_large),
+    }
+    return runs, default_large, copy_rates
+
+
+def report(
+    runs: dict[str, dict[int, dict[str, float]]],
+    default_large: list[dict[str, float]],
+    copy_rates: list[float],
+    small: int,
+    large: int,
+) -> None:
+    default = f"{DEFAULT[0]}x{DEFAULT[1]}"
+    base_rate = statistics.median(copy_rates)
+    listed = ", ".join(f"{r:,.0f}" for r in copy_rates)
+    print(f"psql COPY: {base_rate:,.0f} rows/s (median of {len(copy_rates)}: {listed})")
+    listed = ", ".join(f"{r['rows'] / r['seconds']:,.0f}" for r in default_large)
+    print(f"default {default}: {listed} rows/s in its {ROUNDS} rounds")
     rates = {}
     for setting, by_size in runs.items():
         run = by_size[large]
         rates[setting] = run["rows"] / run["seconds"]
+        how = f"median of {ROUNDS}" if setting == default else "one run"
         print(
-            f"chunk x readers {setting:>7}: {run['rows']} rows in {run['seconds']:.2f}s = {rates[setting]:,.0f} rows/s "
-            f"(ratio {rates[setting] / base_rate:.3f}; {run['scanned']} scanned, {run['changes']} streamed changes, "
+            f"chunk x readers {setting:>7}: {rates[setting]:,.0f} rows/s ({how}; "
+            f"ratio {rates[setting] / base_rate:.3f}; {run['scanned']:.0f} scanned, "
+            f"{run['changes']:.0f} streamed changes, "
             f"load {run['load_tx_per_s']:.0f} tx/s); peak RSS {by_size[small]['peak_rss_mb']:.0f} MB at {small} rows, "
             f"{run['peak_rss_mb']:.0f} MB at {large}"
         )
@@ -245,16 +299,21 @@ def main() -> None:
             {
                 "benchmark": "incremental_snapshot",
                 "rows": large,
-                "best_chunk_size": int(best.split("x")[0]),
-                "best_readers": int(best.split("x")[1]),
-                "events_per_s": round(rates[best]),
+                "chunk_size": DEFAULT[0],
+                "readers": DEFAULT[1],
+                "rounds": ROUNDS,
+                "events_per_s": round(rates[default]),
                 "baseline_events_per_s": round(base_rate),
                 "baseline": "psql COPY",
-                "ratio": round(rates[best] / base_rate, 3),
+                "baseline_query": COPY_QUERY,
+                "ratio": round(rates[default] / base_rate, 3),
+                "best_chunk_size": int(best.split("x")[0]),
+                "best_readers": int(best.split("x")[1]),
                 "by_setting": {
                     setting: {
                         "events_per_s": round(rates[setting]),
                         "ratio": round(rates[setting] / base_rate, 3),
+                        "runs": ROUNDS if setting == default else 1,
                         "peak_rss_mb": {str(rows): round(run["peak_rss_mb"]) for rows, run in runs[setting].items()},
                     }
                     for setting in runs
@@ -263,6 +322,11 @@ def main() -> None:
             }
         )
     )
+
+
+def _count(server: PostgresServer, database: str) -> int:
+    with server.connect(database) as conn:
+        return conn.execute("select count(*) from wide").fetchone()[0]
 
 
 if __name__ == "__main__":
