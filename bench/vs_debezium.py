@@ -6,7 +6,9 @@ in a table of its own), so every capture decodes the very same WAL. Every side g
 Debezium properties: only ``name``, ``slot.name`` and ``topic.prefix`` differ, and the prefixes
 have the same length, so the events have the same size. Events are row changes only
 (``tombstones.on.delete=false``, ``heartbeat.interval.ms=0``), so each side's count is checked
-against the load, exactly.
+against the load, exactly. Every side polls its source with the same small ``poll.interval.ms``
+(``POLL_INTERVAL_MS``, in the last line): at Debezium's default (500 ms) its queue holds the last,
+partial batch up to half a second inside the timed window; ours reads the same setting.
 
 (b) Streaming into a Python handler that discards: ``pydbzengine`` (Debezium's embedded engine in
     a JVM that JPype starts inside the Python process; its handler counts each batch and drops
@@ -19,9 +21,10 @@ against the load, exactly.
     ours; what a side did before its first delivery is start-up, reported apart with the JVM's
     start (``jpype.startJVM``).
 (a) Streaming into the real broker: Debezium's connector on the Kafka Connect worker against our
-    engine with its Kafka sink in a child process (its default client, kafka-python, and
-    librdkafka when the sink offers ``sink.kafka.client=confluent`` and confluent-kafka is
-    installed). Each side writes into topics created beforehand with one partition and
+    engine with its Kafka sink in a child process, once with each client library set explicitly
+    (``sink.kafka.client=kafka-python``, and ``confluent`` when confluent-kafka is installed);
+    ``kafka_ratio`` is the one the sink picks when the setting is unset (confluent-kafka when it
+    can be imported: ``kafka_default_client``). Each side writes into topics created beforehand with one partition and
     ``message.timestamp.type=LogAppendTime``, so every record carries the instant the broker
     appended it. "First to last landed" is records that landed after the first instant / (last
     instant - first instant): exact to the broker's millisecond, and independent of how often
@@ -36,7 +39,8 @@ Snapshot: one 20-column table, ``snapshot.mode=initial_only``, pydbzengine again
 
 Rounds alternate which side goes first (the machine's speed drifts within minutes); ratios are
 medians of the rounds' ratios. The last line is one JSON object: ``ratio`` = ours / pydbzengine,
-warm, for (b) (``ratio_cold`` beside it), ``kafka_ratio`` (our default client / Connect, warm),
+warm, for (b) (``ratio_cold`` beside it), ``kafka_ratio`` (our default client / Connect, warm;
+``kafka_python_ratio`` and ``kafka_confluent_ratio`` for each client),
 ``snapshot_ratio`` (warm; ``snapshot_ratio_cold``), absolute rates, start-up seconds, the load
 average, and ``count_mismatches``: every count or event sequence that differs, also printed as it
 happens. ``--quick`` takes five to seven minutes on 2 cores, more when the machine is busy.
@@ -74,6 +78,9 @@ from airflow_cdc.local import jvm
 from airflow_cdc.local.postgres import PostgresServer
 
 PUBLICATION = "bench"
+#: Every side's poll.interval.ms: how long a source waits for more changes before handing over a
+#: partial batch (Debezium's default, 500 ms, would sit inside the timed window at the end).
+POLL_INTERVAL_MS = 10
 #: One transaction of the load: inserts of a new block of ids, updates of the previous block,
 #: deletes in the block before that.
 TXN_INSERTS, TXN_UPDATES, TXN_DELETES = 500, 300, 200
@@ -252,6 +259,7 @@ def debezium_config(server: PostgresServer, database: str, prefix: str, **extra:
         "value.converter.schemas.enable": "false",
         "offset.storage": "org.apache.kafka.connect.storage.MemoryOffsetBackingStore",
         "offset.flush.interval.ms": 1000,
+        "poll.interval.ms": POLL_INTERVAL_MS,
         **extra,
     }
 
@@ -379,24 +387,35 @@ def kafka_rounds(report: Report, work: Path, server: PostgresServer, rounds: int
                     compare_sequences(report, f"kafka round {round_} {KAFKA_SIDES[side][0]}", landed["theirs"], got)
 
 
-#: Kafka sides: their name in the report, and the prefix of their topics and slots.
-KAFKA_SIDES = {"theirs": ("debezium_connect", "dbz"), "ours": ("ours", "our"), "confluent": ("ours_confluent", "cnf")}
-#: The sink settings of our Kafka sides.
-OUR_CLIENTS: dict[str, dict[str, str]] = {"ours": {}, "confluent": {"sink.kafka.client": "confluent"}}
+#: Kafka sides: their name in the report, and the prefix of their topics and slots (one length).
+KAFKA_SIDES = {
+    "theirs": ("debezium_connect", "dbz"),
+    "kafka-python": ("ours_kafka_python", "our"),
+    "confluent": ("ours_confluent", "cnf"),
+}
+#: The sink settings of our Kafka sides: each client set explicitly.
+OUR_CLIENTS: dict[str, dict[str, str]] = {
+    "kafka-python": {"sink.kafka.client": "kafka-python"},
+    "confluent": {"sink.kafka.client": "confluent"},
+}
 #: The round of Connect's warm-up capture.
 COLD_ROUND = "c"
 
 
 def kafka_clients() -> list[str]:
-    """Ours with its default client (kafka-python), and with librdkafka where the sink offers it."""
-    from airflow_cdc.engine.sinks import KafkaSink
+    """Ours with kafka-python, and with librdkafka where confluent-kafka is installed."""
+    with contextlib.suppress(ImportError):
+        import confluent_kafka  # noqa: F401 - only whether it is installed
 
-    if any(field.name == "sink.kafka.client" for field in KafkaSink.config):
-        with contextlib.suppress(ImportError):
-            import confluent_kafka  # noqa: F401 - only whether it is installed
+        return ["kafka-python", "confluent"]
+    return ["kafka-python"]
 
-            return ["ours", "confluent"]
-    return ["ours"]
+
+def default_client() -> str:
+    """The client our sink runs with when ``sink.kafka.client`` is unset (what is installed)."""
+    from airflow_cdc.engine.sinks.kafka_choice import choose_client
+
+    return choose_client(None, {}).name
 
 
 def compare_sequences(report: Report, label: str, theirs: Landed, ours: Landed) -> None:
@@ -493,7 +512,7 @@ def summary(report: Report, load: Load, mode: Mode, version: str) -> dict[str, A
     for key, label in labels.items():
         for state in STATES:
             print(rate_line(f"{label}, {state}", report.rates[f"{key}.{state}"]))
-    print(rate_line("(a) ours, Kafka sink (kafka-python)", report.rates["kafka.ours"]))
+    print(rate_line("(a) ours, Kafka sink (kafka-python)", report.rates["kafka.ours_kafka_python"]))
     if "kafka.ours_confluent" in report.rates:
         print(rate_line("(a) ours, Kafka sink (confluent)", report.rates["kafka.ours_confluent"]))
     print(rate_line("(a) Debezium on Kafka Connect, warm", report.rates["kafka.debezium_connect"]))
@@ -508,12 +527,15 @@ def summary(report: Report, load: Load, mode: Mode, version: str) -> dict[str, A
     def startup(key: str) -> float:
         return round(statistics.median(report.startup[key]), 2)
 
+    connect = rates["kafka.debezium_connect"]
     confluent = {}
     if "kafka.ours_confluent" in rates:
         confluent = {
-            "kafka_confluent_ratio": ratio_of(rates["kafka.ours_confluent"], rates["kafka.debezium_connect"]),
+            "kafka_confluent_ratio": ratio_of(rates["kafka.ours_confluent"], connect),
             "kafka_confluent_events_per_s": rate("kafka.ours_confluent"),
         }
+    client = default_client()
+    default_key = f"kafka.{KAFKA_SIDES[client][0]}"
     return {
         "benchmark": "vs_debezium",
         "changes": load.changes,
@@ -523,12 +545,15 @@ def summary(report: Report, load: Load, mode: Mode, version: str) -> dict[str, A
         "baseline": f"pydbzengine (Debezium {version} embedded, JVM via JPype), discarding handler, warm JVM",
         "ratio": ratio_of(rates["stream.ours.warm"], rates["stream.pydbzengine.warm"]),
         "ratio_cold": ratio_of(rates["stream.ours.cold"], rates["stream.pydbzengine.cold"]),
-        "kafka_ratio": ratio_of(rates["kafka.ours"], rates["kafka.debezium_connect"]),
+        "kafka_ratio": ratio_of(rates[default_key], connect),
+        "kafka_default_client": client,
+        "kafka_python_ratio": ratio_of(rates["kafka.ours_kafka_python"], connect),
         "snapshot_ratio": ratio_of(rates["snapshot.ours.warm"], rates["snapshot.pydbzengine.warm"]),
         "snapshot_ratio_cold": ratio_of(rates["snapshot.ours.cold"], rates["snapshot.pydbzengine.cold"]),
         "events_per_s_cold": rate("stream.ours.cold"),
         "baseline_events_per_s_cold": rate("stream.pydbzengine.cold"),
-        "kafka_events_per_s": rate("kafka.ours"),
+        "kafka_events_per_s": rate(default_key),
+        "kafka_python_events_per_s": rate("kafka.ours_kafka_python"),
         "kafka_baseline_events_per_s": rate("kafka.debezium_connect"),
         "kafka_baseline_events_per_s_cold": rate("kafka.debezium_connect.cold"),
         **confluent,
@@ -545,8 +570,9 @@ def summary(report: Report, load: Load, mode: Mode, version: str) -> dict[str, A
             "connect_worker": startup("connect_worker"),
             "connect_first_landed_cold": startup("kafka.debezium_connect.cold.first_landed"),
             "connect_first_landed": startup("kafka.debezium_connect.first_landed"),
-            "ours_kafka_first_landed": startup("kafka.ours.first_landed"),
+            "ours_kafka_first_landed": startup(f"{default_key}.first_landed"),
         },
+        "poll_interval_ms": POLL_INTERVAL_MS,
         "count_mismatches": report.mismatches,
     }
 
