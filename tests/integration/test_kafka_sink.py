@@ -212,3 +212,20 @@ def test_a_record_kafka_refuses_for_good_stops_the_engine_saying_what_to_change(
     message = str(engine.error)
     assert "Kafka refuses a record for good" in message and "max.request.size" in message, message
     assert sink.metrics()["delivered"] == 10  # neither the large record nor the one after it
+
+
+def test_an_unset_client_is_chosen_by_what_is_installed_and_logged_at_start(
+    kafka_broker: Any, caplog: pytest.LogCaptureFixture
+) -> None:
+    try:
+        import confluent_kafka  # noqa: F401 - only whether it can be imported
+
+        expected = "confluent"
+    except ImportError:
+        expected = "kafka-python"
+    sink = KafkaSink({"sink.kafka.producer.bootstrap.servers": kafka_broker.bootstrap_servers})
+    with caplog.at_level("INFO", logger="airflow_cdc.engine.sinks.kafka"), sink:
+        pass
+    assert sink.client.name == expected
+    started = [r.getMessage() for r in caplog.records if r.getMessage().startswith("Kafka sink: client")]
+    assert started == [f"Kafka sink: client {expected} ({sink.choice.reason})"], started

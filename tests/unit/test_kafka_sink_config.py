@@ -25,8 +25,9 @@ def problems(error: pytest.ExceptionInfo[ConfigError]) -> dict[str, str]:
 # --- choosing the client --------------------------------------------------------------------
 
 
-def test_kafka_python_is_the_default_client() -> None:
-    assert isinstance(KafkaSink(BOOTSTRAP).client, KafkaPythonClient)
+def test_kafka_python_is_chosen_by_sink_kafka_client() -> None:
+    # The choice when it is unset (what can be imported): tests/unit/test_kafka_client_choice.py.
+    assert isinstance(KafkaSink({"sink.kafka.client": "kafka-python", **BOOTSTRAP}).client, KafkaPythonClient)
 
 
 @pytest.mark.parametrize("spelling", ["confluent", "Confluent", "confluent-kafka", "librdkafka"])

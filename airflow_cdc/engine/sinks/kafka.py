@@ -1,8 +1,9 @@
 """The Kafka sink: one topic per table, Debezium's key and envelope as JSON.
 
-Two client libraries, chosen by ``sink.kafka.client``: kafka-python (the default,
-``kafka_python.py``) or confluent-kafka, librdkafka's producer (``kafka_confluent.py``,
-``pip install 'airflow-cdc[confluent]'``). The delivery rules are the same for both and live here:
+Two client libraries, chosen by ``sink.kafka.client``: confluent-kafka, librdkafka's producer
+(``kafka_confluent.py``, ``pip install 'airflow-cdc[confluent]'``), or kafka-python
+(``kafka_python.py``). Unset, it is confluent-kafka when that can be imported and kafka-python
+otherwise (``kafka_choice.py``). The delivery rules are the same for both and live here:
 
 - Every record is sent asynchronously by an idempotent producer with ``acks=all`` (its retries
   neither duplicate nor reorder a partition's records) and is marked processed only from its
@@ -47,6 +48,7 @@ from airflow_cdc.engine.processing import RecordCommitter
 from airflow_cdc.engine.records import SerializedRecord
 from airflow_cdc.engine.retry import RetryPolicy
 from airflow_cdc.engine.sinks.base import Sink
+from airflow_cdc.engine.sinks.kafka_choice import choose_client
 from airflow_cdc.engine.sinks.kafka_client import Pending, ProducerClient, Topics
 from airflow_cdc.engine.sinks.kafka_confluent import ConfluentClient
 from airflow_cdc.engine.sinks.kafka_python import KafkaPythonClient
@@ -66,11 +68,12 @@ KAFKA_SINK_CONFIG = ConfigDef(
         ),
         Field(
             "sink.kafka.client",
-            default="kafka-python",
+            default=None,
             choices=tuple(CLIENTS),
             aliases={"confluent-kafka": "confluent", "confluent_kafka": "confluent", "librdkafka": "confluent"},
-            doc="The producer library: kafka-python, or confluent (confluent-kafka, librdkafka's "
-            "producer; pip install 'airflow-cdc[confluent]').",
+            doc="The producer library: confluent (confluent-kafka, librdkafka's producer; pip install "
+            "'airflow-cdc[confluent]') or kafka-python. Unset: confluent when it can be imported and no "
+            "sink.kafka.producer.* setting is one only kafka-python takes, else kafka-python (logged at start).",
         ),
         Field("topic.creation.enable", type="bool", default=True, doc="Create missing topics (admin client)."),
         Field("topic.creation.default.partitions", type="int", default=1, minimum=1),
@@ -93,7 +96,9 @@ class KafkaSink(Sink):
 
     def __init__(self, settings: Mapping[str, Any] | None = None) -> None:
         super().__init__(settings)
-        self.client: ProducerClient[Any] = CLIENTS[self.settings["sink.kafka.client"]](settings or {})
+        #: The client library and why it was chosen (logged by ``start``).
+        self.choice = choose_client(self.settings["sink.kafka.client"], settings or {})
+        self.client: ProducerClient[Any] = CLIENTS[self.choice.name](settings or {})
         self._lock = threading.RLock()  # sends, and the replacement of a failed producer
         self._producer: Any = None
         # Batches sent (or parked) and not yet acknowledged, oldest first; after a failure all
@@ -118,6 +123,7 @@ class KafkaSink(Sink):
         self.refused: CdcError | None = None
 
     def start(self) -> None:
+        log.info("Kafka sink: client %s (%s)", self.choice.name, self.choice.reason)
         self._producer = self.client.new_producer()
         self._reaper = threading.Thread(target=self._reap_loop, name="kafka-sink-reaper", daemon=True)
         self._reaper.start()

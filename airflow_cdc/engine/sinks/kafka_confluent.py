@@ -44,6 +44,13 @@ except ImportError as exc:  # importing this module stays possible; ConfluentCli
     _MISSING = exc
 
 log = logging.getLogger(__name__)
+
+
+def import_error() -> ImportError | None:
+    """Why confluent_kafka could not be imported, or ``None``: it is there."""
+    return _MISSING
+
+
 #: librdkafka's own log lines (served by poll(), like the delivery reports).
 librdkafka_log = logging.getLogger(f"{__name__}.librdkafka")
 

@@ -1,4 +1,5 @@
-"""The kafka-python client of the Kafka sink (``sink.kafka.client=kafka-python``, the default).
+"""The kafka-python client of the Kafka sink (``sink.kafka.client=kafka-python``; the default
+when confluent-kafka cannot be imported, ``kafka_choice.py``).
 
 ``send`` returns a future per record; kafka-python's I/O thread resolves them. The sink's reaper
 reads them (an attribute each) every few milliseconds.
