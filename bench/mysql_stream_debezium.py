@@ -13,7 +13,10 @@ created STOPPED, its offset set to the state, then resumed with ``snapshot.mode=
 rebuilds its schema history from the tables as they are - the load changes no schema - and
 streams from the offset). The worker's first capture is its warm-up, reported as Connect's cold
 figure (a worker runs for weeks). Ours runs from a file offset at the same state, in this
-process, with the default Kafka client and with librdkafka (``sink.kafka.client=confluent``).
+process, with each client set explicitly (``sink.kafka.client=kafka-python`` and ``confluent``);
+``vs_debezium_default`` is the one the sink picks when unset (``kafka_default_client``). Both
+sides poll with the same small ``poll.interval.ms`` (``POLL_INTERVAL_MS``): at Debezium's default
+(500 ms) its queue holds the last, partial batch up to half a second inside the timed window.
 Each producer runs at its defaults (Connect's: acks=all, one request in flight; ours:
 acks=all, idempotent, linger 5 ms).
 """
@@ -33,6 +36,8 @@ from airflow_cdc.engine.rest import Call
 
 #: Each side's topic prefix (and engine name), before its round's label.
 PREFIXES = {"connect": "dbz", "ours": "our", "confluent": "cnf"}
+#: Both sides' poll.interval.ms (Debezium's default is 500).
+POLL_INTERVAL_MS = 10
 #: A capture that lands nothing new for this long has failed.
 STALL_S = 120
 
@@ -41,6 +46,7 @@ def versus_debezium(server: Any, load: Any, work: Path, rounds: int, problems: l
     """Rounds of Connect, ours (kafka-python) and ours (confluent); the last line's fields."""
     import mysql_stream as bench
 
+    from airflow_cdc.engine.sinks.kafka_choice import choose_client
     from airflow_cdc.kafka_connect import ConnectClient
     from airflow_cdc.local import KafkaBroker, KafkaConnectWorker
 
@@ -82,8 +88,12 @@ def versus_debezium(server: Any, load: Any, work: Path, rounds: int, problems: l
     for side in ("connect.cold", "connect", "ours", "confluent"):
         listed = ", ".join(f"{r:,.0f}" for r in rates[side])
         print(f"kafka {side:<14} {median(side):>10,} events/s (median of {listed})")
+    client = choose_client(None, {}).name  # what the sink runs with when sink.kafka.client is unset
     return {
         "vs_debezium": ratio("ours"),
+        "vs_debezium_default": ratio("confluent" if client == "confluent" else "ours"),
+        "kafka_default_client": client,
+        "poll_interval_ms": POLL_INTERVAL_MS,
         "vs_debezium_confluent": ratio("confluent"),
         "kafka_events_per_s": median("ours"),
         "kafka_confluent_events_per_s": median("confluent"),
@@ -156,6 +166,7 @@ def run_connect(client: Any, server: Any, load: Any, prefix: str, bench: Any, bo
         "include.schema.changes": "false",
         "tombstones.on.delete": "false",
         "heartbeat.interval.ms": 0,
+        "poll.interval.ms": POLL_INTERVAL_MS,
         "schema.history.internal.kafka.bootstrap.servers": bootstrap,
         "schema.history.internal.kafka.topic": f"{prefix}-history",
         "key.converter": "org.apache.kafka.connect.json.JsonConverter",
@@ -188,13 +199,12 @@ def run_ours(server: Any, load: Any, work: Path, prefix: str, bench: Any, bootst
     from airflow_cdc.engine import Engine, JsonSerializer
     from airflow_cdc.engine.sinks import KafkaSink
 
-    sink_settings = {"sink.kafka.producer.bootstrap.servers": bootstrap}
-    if side == "confluent":
-        sink_settings["sink.kafka.client"] = "confluent"
-    sink = KafkaSink(sink_settings)
+    client = "confluent" if side == "confluent" else "kafka-python"
+    sink = KafkaSink({"sink.kafka.producer.bootstrap.servers": bootstrap, "sink.kafka.client": client})
     config = {
         **bench.engine_config(server, prefix, bench.seed_offset(work, prefix, load, server=prefix)),
         "topic.prefix": prefix,
+        "poll.interval.ms": POLL_INTERVAL_MS,
     }
     engine = Engine(config, batch_handler=sink, serializer=JsonSerializer())
     with sink:
