@@ -168,3 +168,22 @@ def grouped(rows: Iterable[dict[str, Any]], key: str) -> dict[Any, int]:
     for row in rows:
         counts[row[key]] = counts.get(row[key], 0) + 1
     return counts
+
+
+def drop_topics(broker: Any, prefix: str) -> None:
+    """Deletes the broker's topics named ``<prefix>.*`` and waits until they are gone. The
+    session's broker is shared: the example DAGs all name topic prefix ``shop``, so a test whose
+    connector writes there must not leave its records to the next one's apply job."""
+    from airflow_cdc.engine.testing import wait_until
+
+    admin = broker.admin()
+    try:
+
+        def ours() -> list[str]:
+            return [t for t in admin.list_topics() if t.startswith(f"{prefix}.")]
+
+        if found := ours():
+            admin.delete_topics(found)
+            wait_until(lambda: not ours(), 60, f"topics {prefix}.* deleted")
+    finally:
+        admin.close()

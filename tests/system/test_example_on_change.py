@@ -27,7 +27,7 @@ from airflow_cdc.operators.engine import CdcStartEngineOperator
 from tests.integration.airflow.support import task_context
 from tests.system.conftest import WITH_SCHEMAS, _connections, _instance, connect_source, local_spark
 from tests.system.first_run_stack import BIN, Metadata, airflow_processes, run_bash, tail, task_log, wait_for_run
-from tests.system.support import DAGS, Instance, Source
+from tests.system.support import DAGS, Instance, Source, drop_topics
 
 pytestmark = [pytest.mark.integration, pytest.mark.slow]
 
@@ -232,6 +232,7 @@ def on_connect(
         with contextlib.suppress(Exception):  # never created: the test failed before
             client.delete(name)
         client.close()
+        drop_topics(kafka_broker, "shop")  # the next test's connector writes shop.* too
         with source.connect() as db:
             free = "select coalesce(bool_or(active), false) from pg_replication_slots where slot_name = %s"
             wait_until(lambda: not db.execute(free, (slot,)).fetchone()[0], 60, "the slot released")  # type: ignore[index]

@@ -21,7 +21,7 @@ import yaml
 from airflow_cdc.engine.testing import wait_until
 from airflow_cdc.kafka_connect import ConnectClient
 from tests.system.conftest import PASSWORD, WITH_SCHEMAS, connect_source, local_spark
-from tests.system.support import Source, load_dag, task_states, xcom
+from tests.system.support import Source, drop_topics, load_dag, task_states, xcom
 
 pytestmark = pytest.mark.integration
 
@@ -83,6 +83,7 @@ def connector(
     )
     checkpoint = Path(airflow_db) / "cdc" / "checkpoints" / "example_cdc_pipeline.apply_changes"
     shutil.rmtree(checkpoint, ignore_errors=True)
+    drop_topics(kafka_broker, "shop")  # another test's connector may have written shop.* before
     client = ConnectClient(connect_worker.url)
     try:
         yield config
