@@ -1,6 +1,6 @@
 """CdcHealthCheckOperator against a real engine instance on a real PostgreSQL: a healthy instance
-passes and returns its figures; an idle slot (no heartbeat) that retains the WAL other databases
-write fails the check with the reason and the fix; an old last event fails it too."""
+passes and returns its figures; a slot that retains the WAL other databases write while its
+instance is paused fails the check with the reason and the fix; an old last event fails it too."""
 
 from __future__ import annotations
 
@@ -8,6 +8,7 @@ import psycopg
 import pytest
 
 from airflow_cdc.engine.testing import wait_until
+from airflow_cdc.hooks.engine import CdcEngineHook
 from airflow_cdc.operators.base import CdcOperatorError
 from airflow_cdc.operators.engine import CdcStartEngineOperator
 from airflow_cdc.operators.health import CdcHealthCheckOperator
@@ -51,7 +52,10 @@ def test_an_idle_slot_retaining_other_databases_wal_fails_the_check_with_the_fix
     assert figures["retained_bytes"] is not None and figures["retained_bytes"] < 1 << 30
     assert figures["idle_s"] < 3600 and figures["health"] == "RUNNING", figures
 
-    # Another database of the same server writes: its WAL is kept for the idle slot.
+    # Paused (a running engine lets an idle slot advance on the server's keepalives; a paused one
+    # reads nothing), while another database of the same server writes: its WAL is kept.
+    backend = CdcEngineHook(CDC_CONN).get_backend()
+    assert backend.pause().state == "PAUSED"
     slot = f"slot_{source.database}"
     other = f"{source.database}_noise"
     with source.connect() as conn:
@@ -72,6 +76,7 @@ def test_an_idle_slot_retaining_other_databases_wal_fails_the_check_with_the_fix
         with pytest.raises(CdcOperatorError, match=r"the last committed event is .* s old"):
             check(max_seconds_since_last_event=0).execute(task_context())
     finally:
+        backend.resume()
         with source.connect() as conn:
             conn.execute(f'drop database if exists "{other}" with (force)')
 
