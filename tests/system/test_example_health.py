@@ -17,6 +17,7 @@ from airflow_cdc.engine.testing import wait_until
 from airflow_cdc.hooks.engine import CdcEngineHook
 from airflow_cdc.operators.engine import CdcStartEngineOperator
 from tests.integration.airflow.support import task_context
+from tests.integration.airflow.test_health_operator import retained
 from tests.system.conftest import _connections, _instance
 from tests.system.first_run_stack import run_bash, task_log, wait_for_run
 from tests.system.support import DAGS, Instance, Source, load_dag, xcom
@@ -102,14 +103,3 @@ def test_the_scheduled_health_check_fails_on_retained_wal_and_passes_once_the_sl
             assert wait_for_run(airflow.meta, DAG_ID, "after-the-change", 300) == "success", airflow.diagnosis()
     finally:
         source.execute(f'drop database if exists "{noise}" with (force)')
-
-
-def retained(source: Source, slot: str) -> int:
-    with source.connect() as conn:
-        row = conn.execute(
-            "select pg_wal_lsn_diff(pg_current_wal_lsn(), restart_lsn)::bigint from pg_replication_slots "
-            "where slot_name = %s",
-            (slot,),
-        ).fetchone()
-    assert row is not None, f"no slot {slot}"
-    return int(row[0])
