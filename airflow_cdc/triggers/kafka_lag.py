@@ -64,11 +64,34 @@ class GroupLag:
         return {"group_id": self.group_id, "total": self.total, "partitions": dict(self.partitions)}
 
 
-class ConsumerLag:
+class _AdminClient:
+    """One Kafka admin client, opened at the first use with ``settings``; :meth:`close` it."""
+
+    client_id = "airflow-cdc"
+    settings: dict[str, Any]
+    _admin: Any = None
+
+    def _client(self) -> Any:
+        if self._admin is None:
+            from kafka import KafkaAdminClient
+
+            kwargs = {"client_id": self.client_id, **self.settings}
+            self._admin = open_client(KafkaAdminClient, kwargs, setting_prefix="kafka_conn_id's extra ")
+        return self._admin
+
+    def close(self) -> None:
+        if self._admin is not None:
+            admin, self._admin = self._admin, None
+            admin.close()
+
+
+class ConsumerLag(_AdminClient):
     """Measures one group's lag on ``topics``, or on every topic whose name starts with
     ``topic_prefix.`` (the instance's topics) but those in ``exclude`` (its notification topic:
     no consumer of the changes reads it). One admin client, opened at the first
     :meth:`measure`; :meth:`close` it."""
+
+    client_id = "airflow-cdc-lag"
 
     def __init__(
         self,
@@ -122,24 +145,13 @@ class ConsumerLag:
         head = f"{self.topic_prefix}."
         return sorted(t for t in existing if t.startswith(head) and t not in self.exclude)
 
-    def _client(self) -> Any:
-        if self._admin is None:
-            from kafka import KafkaAdminClient
 
-            kwargs = {"client_id": "airflow-cdc-lag", **self.settings}
-            self._admin = open_client(KafkaAdminClient, kwargs, setting_prefix="kafka_conn_id's extra ")
-        return self._admin
-
-    def close(self) -> None:
-        if self._admin is not None:
-            admin, self._admin = self._admin, None
-            admin.close()
-
-
-class TopicEnds:
+class TopicEnds(_AdminClient):
     """The end offset of a topic, summed over its partitions: how many records it ever held (a
     number that only grows while the topic lives). One admin client, opened at the first
     :meth:`total`; :meth:`close` it. Blocking, as :class:`ConsumerLag`."""
+
+    client_id = "airflow-cdc-changes"
 
     def __init__(self, settings: Mapping[str, Any]) -> None:
         self.settings = dict(settings)
@@ -163,16 +175,3 @@ class TopicEnds:
             return None
         ends = admin.list_partition_offsets(dict.fromkeys(partitions, OffsetSpec.LATEST))
         return sum(int(ends[tp].offset) for tp in partitions)
-
-    def _client(self) -> Any:
-        if self._admin is None:
-            from kafka import KafkaAdminClient
-
-            kwargs = {"client_id": "airflow-cdc-changes", **self.settings}
-            self._admin = open_client(KafkaAdminClient, kwargs, setting_prefix="kafka_conn_id's extra ")
-        return self._admin
-
-    def close(self) -> None:
-        if self._admin is not None:
-            admin, self._admin = self._admin, None
-            admin.close()
