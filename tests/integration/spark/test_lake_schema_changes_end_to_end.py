@@ -101,6 +101,18 @@ def lake_rows(spark: Any, target: LakeTarget) -> dict[int, dict[str, Any]]:
     return {r["id"]: {k: v for k, v in r.asDict().items() if k != POSITION_COLUMN} for r in frame.collect()}
 
 
+def assert_evolved_types(spark: Any, target: LakeTarget) -> None:
+    """The lake table's columns after ``CHANGES``: widened, and the two added."""
+    columns = target.format.columns(spark, "public.items")
+    assert columns is not None
+    assert (columns["qty"], columns["price"], columns["note"], columns["extra"]) == (
+        "bigint",
+        "decimal(12,2)",
+        "string",
+        "int",
+    )
+
+
 def same(want: dict[int, dict[str, Any]], got: dict[int, dict[str, Any]], columns: list[str]) -> list[Any]:
     """The first rows that differ in ``columns`` (decimals by value)."""
 
@@ -132,14 +144,7 @@ def test_a_lake_table_is_created_and_follows_the_sources_schema_changes(
     delivered(instance, dsn)
     second = run(spark, job)
     assert second["records"] > 40
-    columns = target.format.columns(spark, "public.items")
-    assert columns is not None
-    assert (columns["qty"], columns["price"], columns["note"], columns["extra"]) == (
-        "bigint",
-        "decimal(12,2)",
-        "string",
-        "int",
-    )
+    assert_evolved_types(spark, target)
     got = lake_rows(spark, target)
     assert same(source_rows(dsn), got, ["id", "name", "qty", "price", "note", "extra"]) == []
     # The dropped column keeps its values (lenient); rows inserted after the drop have none.
