@@ -11,7 +11,6 @@ import re
 import subprocess
 import sys
 import time
-from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
 
@@ -22,6 +21,7 @@ import yaml
 from airflow_cdc.engine.server import control
 from airflow_cdc.engine.server.config_file import load_config_file
 from airflow_cdc.engine.testing import wait_until
+from tests.integration.instance_cleanup import no_instance_left_running  # noqa: F401 (autouse)
 from tests.integration.test_console_cli import SIGNAL_DDL, instance_config, snapshot, status_json
 from tests.integration.test_engine_instance import cli, synthetic_config
 
@@ -31,12 +31,6 @@ pytestmark = pytest.mark.integration
 LONG_NAME = "orders-replica-" + "of-the-warehouse-in-the-north-" * 4
 #: As long as PostgreSQL lets a name be (63 bytes).
 LONG_TABLE = "order_lines_" + "x" * 51
-
-
-@pytest.fixture(autouse=True)
-def no_instance_left_running(tmp_path: Path) -> Iterator[None]:
-    yield
-    control.stop({"state.dir": str(tmp_path / "state")}, timeout=30)
 
 
 def piped(*args: str, timeout: float = 60) -> subprocess.CompletedProcess[str]:

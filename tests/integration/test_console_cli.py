@@ -13,7 +13,6 @@ import os
 import subprocess
 import sys
 import threading
-from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
 
@@ -24,18 +23,13 @@ import yaml
 from airflow_cdc.engine.server import control
 from airflow_cdc.engine.server.config_file import load_config_file
 from airflow_cdc.engine.testing import wait_until
+from tests.integration.instance_cleanup import no_instance_left_running  # noqa: F401 (autouse)
 from tests.integration.test_engine_instance import cli, pg_instance_config
 
 pytestmark = pytest.mark.integration
 
 T_ROWS, U_ROWS = 3000, 500
 SIGNAL_DDL = "create table debezium_signal (id varchar(42) primary key, type varchar(32) not null, data varchar(2048))"
-
-
-@pytest.fixture(autouse=True)
-def no_instance_left_running(tmp_path: Path) -> Iterator[None]:
-    yield
-    control.stop({"state.dir": str(tmp_path / "state")}, timeout=30)
 
 
 class Watch:

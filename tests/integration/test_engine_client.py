@@ -9,7 +9,6 @@ import json
 import os
 import signal
 import threading
-from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
 
@@ -25,16 +24,11 @@ from airflow_cdc.engine.server.instance import EngineInstance
 from airflow_cdc.engine.server.instance_files import read_status
 from airflow_cdc.engine.server.models import OffsetEntry, StateChange
 from airflow_cdc.engine.testing import wait_until
+from tests.integration.instance_cleanup import no_instance_left_running  # noqa: F401 (autouse)
 from tests.integration.pg_support import create_load_table
 from tests.integration.test_engine_instance import cli, pg_instance_config, synthetic_config
 
 pytestmark = pytest.mark.integration
-
-
-@pytest.fixture(autouse=True)
-def no_instance_left_running(tmp_path: Path) -> Iterator[None]:
-    yield
-    control.stop({"state.dir": str(tmp_path / "state")}, timeout=30)
 
 
 class Running:

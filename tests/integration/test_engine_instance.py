@@ -10,7 +10,6 @@ import sys
 import threading
 import urllib.error
 import urllib.request
-from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
 
@@ -23,16 +22,10 @@ from airflow_cdc.engine.server.config_file import load_config_file
 from airflow_cdc.engine.server.instance import EngineInstance
 from airflow_cdc.engine.server.instance_files import read_status
 from airflow_cdc.engine.testing import wait_until
+from tests.integration.instance_cleanup import no_instance_left_running  # noqa: F401 (autouse)
 from tests.integration.pg_support import WriteLoad, apply, create_load_table, image_diff, source_image
 
 pytestmark = pytest.mark.integration
-
-
-@pytest.fixture(autouse=True)
-def no_instance_left_running(tmp_path: Path) -> Iterator[None]:
-    """A detached instance outlives a failed test (it has its own session): stop it here."""
-    yield
-    control.stop({"state.dir": str(tmp_path / "state")}, timeout=30)
 
 
 def cli(*args: str, timeout: float = 180) -> subprocess.CompletedProcess[str]:

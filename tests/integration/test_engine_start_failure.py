@@ -14,15 +14,10 @@ from airflow_cdc.engine.errors import CdcError
 from airflow_cdc.engine.server import control
 from airflow_cdc.engine.server.config_file import load_config_file
 from airflow_cdc.engine.server.instance_files import LOG
+from tests.integration.instance_cleanup import no_instance_left_running  # noqa: F401 (autouse)
 from tests.integration.test_engine_instance import cli, pg_instance_config
 
 pytestmark = pytest.mark.integration
-
-
-@pytest.fixture(autouse=True)
-def no_instance_left_running(tmp_path: Path) -> Iterator[None]:
-    yield
-    control.stop({"state.dir": str(tmp_path / "state")}, timeout=30)
 
 
 @pytest.fixture

@@ -119,11 +119,42 @@ def stop(props: Mapping[str, Any], timeout: float = 60.0) -> dict[str, Any] | No
     pid = int(status["pid"])
     _signal(pid, signal.SIGTERM)
     if not _wait_unlocked(directory, timeout):
+        dump = _thread_dump(directory, pid)
         _signal(pid, signal.SIGKILL)
         if not _wait_unlocked(directory, 10):
             raise CdcError(f"instance {props.get('name')!r} (pid {pid}) survived SIGKILL")
-        raise CdcError(f"instance {props.get('name')!r} did not stop within {timeout:.0f}s and was killed")
+        raise CdcError(
+            f"instance {props.get('name')!r} did not stop within {timeout:.0f}s and was killed; "
+            f"where its threads were when it was killed ({directory / LOG}):\n{dump}"
+        )
     return read_status(directory)
+
+
+#: How long a hung instance gets to write its threads' stacks (SIGUSR1) before it is killed.
+DUMP_WAIT_S = 2.0
+
+
+def _thread_dump(directory: Path, pid: int) -> str:
+    """The stacks of a hung instance's threads, which it writes to its log on SIGUSR1
+    (``faulthandler``, registered at its start): what a stop that never ends waited for."""
+    try:
+        before = (directory / LOG).stat().st_size
+    except FileNotFoundError:
+        before = 0
+    _signal(pid, signal.SIGUSR1)
+    deadline = time.monotonic() + DUMP_WAIT_S
+    size = before
+    while time.monotonic() < deadline:  # until the dump stops growing
+        time.sleep(0.2)
+        try:
+            now = (directory / LOG).stat().st_size
+        except FileNotFoundError:
+            break
+        if now == size and now > before:
+            break
+        size = now
+    dumped = _log_since(directory, before)
+    return "\n".join(dumped[-80:]) or "(it wrote none)"
 
 
 def status(props: Mapping[str, Any], timeout: float = 5.0) -> dict[str, Any]:

@@ -20,6 +20,7 @@ Every run of the engine has an id (``run_id`` in the status, the notification bu
 
 from __future__ import annotations
 
+import faulthandler
 import logging
 import os
 import signal
@@ -216,6 +217,8 @@ class EngineInstance:
             return
         for signum in (signal.SIGTERM, signal.SIGINT):
             signal.signal(signum, lambda *_: self.stop_requested.set())
+        # `engine stop` asks a stop that hangs where its threads are before it kills it.
+        faulthandler.register(signal.SIGUSR1, all_threads=True)
 
     # -- status -----------------------------------------------------------------------------
     def status_model(self) -> InstanceStatus:
