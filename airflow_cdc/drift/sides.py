@@ -164,13 +164,19 @@ def prepare(source: TableSide, target: Side) -> None:
     if not columns:
         raise DriftError(f"source table {source.table} does not exist (or this user cannot see it)")
     if len(key) != 1:
+        has = "no primary key" if not key else f"a composite primary key ({', '.join(key)})"
         raise DriftError(
-            f"{source.table} has {'no primary key' if not key else 'a composite primary key ' + str(key)}: the "
-            "drift check ranges over a single integer key column"
+            f"{source.table} has {has}: the drift check ranges over a single integer key column (ADR 0027); "
+            "validate tables keyed by one integer column, and compare this one by other means (a row count "
+            "and checksum over the whole table, or an execute-snapshot of it to repair)"
         )
     types = {c.name: c.data_type for c in columns}
     if types[key[0]] not in source.dialect.integer_types:
-        raise DriftError(f"{source.table}'s key {key[0]} is {types[key[0]]}: the drift check ranges over integer keys")
+        raise DriftError(
+            f"{source.table}'s key {key[0]} is {types[key[0]]}: the drift check ranges over a single integer key "
+            "column (ADR 0027); validate tables keyed by one integer column, and repair this one by an "
+            "execute-snapshot of it"
+        )
     theirs = {c.name: c for c in target.catalog_columns()}
     if not theirs:
         raise DriftError(f"target table {target.table} does not exist (or this user cannot see it)")

@@ -11,6 +11,7 @@ import pytest
 
 from airflow_cdc.drift import Drift, TableSide, compare, delete_extra, settle, snapshot_filter
 from airflow_cdc.drift.dialects import MysqlDialect, PostgresDialect
+from airflow_cdc.drift.errors import DriftError
 from airflow_cdc.local.mariadb import MariaDBServer
 from airflow_cdc.local.postgres import PostgresServer
 
@@ -188,3 +189,25 @@ def test_mariadb_names_exactly_the_keys_corrupted_behind_the_pipeline(
     drift = compare(source, target)
     _assert_exact(drift)
     assert delete_extra(source, target, drift.extra) == INSERTED
+
+
+@pytest.mark.parametrize(
+    ("ddl", "said"),
+    [
+        ("create table public.lines (order_id int, line int, v text, primary key (order_id, line))",
+         "public.lines has a composite primary key (order_id, line)"),
+        ("create table public.lines (code text primary key, v text)", "public.lines's key code is text"),
+        ("create table public.lines (id int, v text)", "public.lines has no primary key"),
+    ],
+)  # fmt: skip
+def test_a_table_the_check_cannot_range_over_is_refused_naming_its_key_and_what_to_do(
+    pg_server: PostgresServer, pg_database: str, ddl: str, said: str
+) -> None:
+    with pg_server.connect(pg_database) as conn:
+        conn.execute(ddl)
+        conn.execute("create table public.lines_replica (like public.lines)")
+        dialect = PostgresDialect()
+        with pytest.raises(DriftError) as refused:
+            compare(TableSide(dialect, conn, "public.lines"), TableSide(dialect, conn, "public.lines_replica"))
+    assert str(refused.value).startswith(said), refused.value
+    assert "single integer key column" in str(refused.value) and "execute-snapshot" in str(refused.value)

@@ -6,7 +6,9 @@ from __future__ import annotations
 
 import importlib.util
 import json
-from collections.abc import Iterable
+import threading
+from collections.abc import Iterable, Iterator
+from contextlib import contextmanager
 from dataclasses import dataclass
 from datetime import datetime
 from pathlib import Path
@@ -187,3 +189,39 @@ def drop_topics(broker: Any, prefix: str) -> None:
             wait_until(lambda: not ours(), 60, f"topics {prefix}.* deleted")
     finally:
         admin.close()
+
+
+#: The replica's keys a drift test tampers with behind the pipeline's back: rows changed,
+#: deleted and inserted there (the example tables hold keys 1..2000).
+CHANGED, DELETED, INSERTED = [7, 1500], [3, 1999], [5000, 5001]
+
+
+def tamper(replica: Source) -> None:
+    """Changes, deletes and inserts rows of the replica's ``orders`` behind the pipeline's back."""
+    replica.execute(
+        f"update orders set status = 'tampered' where id in ({CHANGED[0]}, {CHANGED[1]})",
+        f"delete from orders where id in ({DELETED[0]}, {DELETED[1]})",
+        f"insert into orders (id, status, updated_at) values ({INSERTED[0]}, 'ghost', now()), "
+        f"({INSERTED[1]}, 'ghost', now())",
+    )
+
+
+@contextmanager
+def writing(source: Source, keys: Iterable[int]) -> Iterator[None]:
+    """The application updates ``keys``, one at a time, while the block runs."""
+    stop = threading.Event()
+
+    def loop() -> None:
+        with source.connect() as conn:
+            for key in keys:
+                if stop.wait(0.05):
+                    return
+                conn.execute("update orders set status = 'written' where id = %s", (key,))
+
+    thread = threading.Thread(target=loop, daemon=True)
+    thread.start()
+    try:
+        yield
+    finally:
+        thread.join(120)  # every key written, whether or not the block took that long
+        stop.set()

@@ -27,7 +27,7 @@ from airflow_cdc.operators.engine import CdcStartEngineOperator
 from tests.integration.airflow.support import task_context
 from tests.system.conftest import WITH_SCHEMAS, _connections, _instance, connect_source, local_spark
 from tests.system.first_run_stack import BIN, Metadata, airflow_processes, run_bash, tail, task_log, wait_for_run
-from tests.system.support import DAGS, Instance, Source, drop_topics
+from tests.system.support import CHANGED, DAGS, DELETED, INSERTED, Instance, Source, drop_topics, tamper, writing
 
 pytestmark = [pytest.mark.integration, pytest.mark.slow]
 
@@ -72,16 +72,22 @@ class Airflow:
 
 @pytest.fixture
 def airflow_home(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> Airflow:
-    """A migrated Airflow home of its own whose DAG folder holds only the example."""
-    return airflow_home_for(tmp_path, (DAGS / "example_cdc_on_change.py").read_text(), "example_cdc_on_change.py")
+    """A migrated Airflow home of its own whose DAG folder holds the example and
+    ``example_cdc_validate`` (whose repair the on-change runs apply)."""
+    return airflow_home_for(
+        tmp_path, (DAGS / "example_cdc_on_change.py").read_text(), "example_cdc_on_change.py", "example_cdc_validate.py"
+    )
 
 
-def airflow_home_for(tmp_path: Path, dag_text: str, dag_file: str, **fields: str) -> Airflow:
-    """A migrated Airflow home in ``tmp_path`` whose DAG folder holds one file, ``dag_text``."""
+def airflow_home_for(tmp_path: Path, dag_text: str, dag_file: str, *examples: str, **fields: str) -> Airflow:
+    """A migrated Airflow home in ``tmp_path`` whose DAG folder holds ``dag_text`` as ``dag_file``,
+    and the example DAG files named by ``examples`` as they are."""
     home = tmp_path / "airflow"
     dags = tmp_path / "dags"
     dags.mkdir()
     (dags / dag_file).write_text(dag_text)
+    for example in examples:
+        (dags / example).write_text((DAGS / example).read_text())
     api_port = free_port()
     env = {k: v for k, v in os.environ.items() if not k.startswith("AIRFLOW__")}
     env.update(
@@ -124,10 +130,10 @@ def components(airflow: Airflow, *names: str) -> contextlib.AbstractContextManag
     return airflow_processes([commands[n] for n in names], airflow.env, logs)
 
 
-def replica_matches(replica: Source, source: Source) -> bool:
+def replica_matches(replica: Source, source: Source, table: str = "orders") -> bool:
     with contextlib.suppress(Exception):  # the table appears with the first apply
-        rows = {k: {c: v for c, v in row.items() if c != "_cdc_position"} for k, row in replica.rows("orders").items()}
-        return rows == source.rows("orders")
+        rows = {k: {c: v for c, v in row.items() if c != "_cdc_position"} for k, row in replica.rows(table).items()}
+        return rows == source.rows(table)
     return False
 
 
@@ -159,6 +165,53 @@ def applies_on_change(airflow: Airflow, source: Source, replica: Source, changes
             )
 
 
+VALIDATE = "example_cdc_validate"
+
+
+def xcom_value(airflow: Airflow, dag_id: str, run_id: str, task_id: str) -> Any:
+    rows = airflow.meta._rows(
+        "select value from xcom where dag_id = ? and run_id = ? and task_id = ? and key = 'return_value'",
+        dag_id,
+        run_id,
+        task_id,
+    )
+    value = json.loads(rows[0][0]) if rows and isinstance(rows[0][0], str) else (rows[0][0] if rows else None)
+    return json.loads(value) if isinstance(value, str) else value
+
+
+def repairs_drift(airflow: Airflow, source: Source, replica: Source) -> None:
+    """The replica tampered with behind the pipeline's back; ``example_cdc_validate`` triggered
+    through Airflow while the application writes. It names exactly the tampered keys, deletes
+    the ghost rows, snapshots the others again (through the signal table), and the on-change
+    runs the snapshot's rows set off bring them: the replica equals the source, and ``customers``
+    (applied by its own on-change DAG, unpaused here) was found without drift."""
+    tamper(replica)
+    with components(airflow, "api-server", "dag-processor", "triggerer", "scheduler"):
+        run_bash(f"airflow dags unpause {DAG_ID.replace('orders', 'customers')}", airflow.env, "customers' DAG")
+        customers = Airflow(
+            airflow.home, airflow.env, airflow.meta, airflow.logs, dag_id=DAG_ID.replace("orders", "customers")
+        )
+        wait_until(lambda: replica_matches(replica, source, "customers"), 600, "customers applied", interval=2)
+        wait_until(lambda: all(s == "success" for _, _, s in customers.runs()), 300, "customers' runs", interval=1)
+        with writing(source, range(100, 400)):
+            run_bash(
+                f"airflow dags unpause {VALIDATE} && airflow dags trigger {VALIDATE} --run-id repair",
+                airflow.env,
+                "the validation",
+            )
+            validate = Airflow(
+                airflow.home, airflow.env, airflow.meta, airflow.logs, dag_id=VALIDATE, task_id="validate_orders"
+            )
+            assert wait_for_run(airflow.meta, VALIDATE, "repair", 900) == "success", validate.diagnosis()
+        wait_until(lambda: replica_matches(replica, source), 300, "the writer's changes applied", interval=2)
+    repaired = xcom_value(airflow, VALIDATE, "repair", "validate_orders")
+    before, after = repaired["before"], repaired["after"]
+    assert (before["missing"], before["extra"], before["different"]) == (DELETED, INSERTED, CHANGED), repaired
+    assert repaired["deleted"] == INSERTED and repaired["signal_id"], repaired
+    assert (after["missing"], after["extra"], after["different"], after["truncated"]) == ([], [], [], []), repaired
+    assert xcom_value(airflow, VALIDATE, "repair", "validate_customers")["different"] == []
+
+
 @pytest.mark.timeout(1800)  # three Spark applies, a few minutes each on a busy machine
 def test_the_watcher_runs_the_apply_when_the_table_changed(
     on_change: Instance, source: Source, replica: Source, airflow_home: Airflow
@@ -185,6 +238,8 @@ def test_the_watcher_runs_the_apply_when_the_table_changed(
         assert wait_for_run(airflow.meta, DAG_ID, run_id, 600) == "success", airflow.diagnosis()
         wait_until(lambda: replica_matches(replica, source), 120, "the replica after the restart", interval=2)
 
+    repairs_drift(airflow, source, replica)
+
 
 @pytest.fixture
 def on_connect(
@@ -209,8 +264,12 @@ def on_connect(
                 "topic.prefix": "shop",
                 "slot.name": slot,
                 "publication.name": f"pub_on_change_{source.database}",
-                "table.include.list": "public.orders",
+                "table.include.list": "public.orders,public.customers",
                 "snapshot.mode": "initial",
+                # The validation's repair signals through the table and follows the snapshot
+                # by the notification topic.
+                "signal.data.collection": "public.debezium_signal",
+                "notification.sink.topic.name": "shop.notifications",
                 **WITH_SCHEMAS,
             }
         )
@@ -253,3 +312,4 @@ def test_the_same_dag_runs_on_change_on_kafka_connect(
     cursor = applies_on_change(airflow_home, source, replica, 2040)
     events = airflow_home.event_payloads()
     assert events[0]["topic"] == "shop.public.orders" and events[-1]["until"] == cursor["count"], events
+    repairs_drift(airflow_home, source, replica)

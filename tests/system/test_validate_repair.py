@@ -7,7 +7,7 @@ continuous apply would) leave the replica equal to the source row by row."""
 from __future__ import annotations
 
 import threading
-from collections.abc import Iterable, Iterator
+from collections.abc import Iterator
 from contextlib import contextmanager
 from typing import Any
 
@@ -17,11 +17,20 @@ from airflow_cdc.engine.testing import wait_until
 from airflow_cdc.operators.validate import CdcValidateOperator
 from tests.integration.airflow.apply_support import task_context
 from tests.system.conftest import MariaSource
-from tests.system.support import Instance, Source, load_dag, task_states, xcom
+from tests.system.support import (
+    CHANGED,
+    DELETED,
+    INSERTED,
+    Instance,
+    Source,
+    load_dag,
+    tamper,
+    task_states,
+    writing,
+    xcom,
+)
 
 pytestmark = [pytest.mark.integration, pytest.mark.slow]
-
-CHANGED, DELETED, INSERTED = [7, 1500], [3, 1999], [5000, 5001]
 
 
 def succeeded(run: Any, log: str = "") -> None:
@@ -56,27 +65,6 @@ def applying(dag_id: str) -> Iterator[list[dict[str, Any]]]:
     assert not errors, errors
 
 
-@contextmanager
-def writing(source: Source, keys: Iterable[int]) -> Iterator[None]:
-    """The application updates ``keys``, one at a time, while the block runs."""
-    stop = threading.Event()
-
-    def loop() -> None:
-        with source.connect() as conn:
-            for key in keys:
-                if stop.wait(0.05):
-                    return
-                conn.execute("update orders set status = 'written' where id = %s", (key,))
-
-    thread = threading.Thread(target=loop, daemon=True)
-    thread.start()
-    try:
-        yield
-    finally:
-        thread.join(120)  # every key written, whether or not the block took that long
-        stop.set()
-
-
 def without_position(rows: dict[int, dict[str, Any]]) -> dict[int, dict[str, Any]]:
     return {key: {k: v for k, v in row.items() if k != "_cdc_position"} for key, row in rows.items()}
 
@@ -86,12 +74,7 @@ def test_postgres_drift_is_named_exactly_and_repaired_by_a_snapshot_of_those_key
 ) -> None:
     succeeded(load_dag("example_cdc_pipeline").test(), shop.log())
     assert without_position(replica.rows("orders")) == source.rows("orders")
-    replica.execute(
-        f"update orders set status = 'tampered' where id in ({CHANGED[0]}, {CHANGED[1]})",
-        f"delete from orders where id in ({DELETED[0]}, {DELETED[1]})",
-        f"insert into orders (id, status, updated_at) values ({INSERTED[0]}, 'ghost', now()), "
-        f"({INSERTED[1]}, 'ghost', now())",
-    )
+    tamper(replica)
 
     found = CdcValidateOperator(
         task_id="validate",
