@@ -60,9 +60,13 @@ class CdcValidateOperator(_SignalOperator):
     :param settle_timeout: seconds to look again at differing keys while the target has not
         passed the source's position.
     :param repair_timeout: seconds for the snapshot to complete and the target to agree.
+    :param repair_rounds: repairs at most this often, validating after each: a second round
+        mends what the first could not name (rows extra in ranges past ``max_keys``, which a
+        snapshot cannot delete) or what changed meanwhile.
     :return: (XCom) the drift found (``missing``, ``extra``, ``different`` keys, the ``ranges``
         they are in, ``truncated`` ranges, rows per side, the source ``position``, ``settled``);
-        with ``repair``, under ``"before"`` and ``"after"``, with ``"deleted"`` and ``"signal_id"``.
+        with ``repair``, under ``"before"`` and ``"after"`` (the last round's), with ``"deleted"``,
+        ``"signal_ids"`` (one per round that snapshotted; ``"signal_id"`` the first) and ``"rounds"``.
     """
 
     template_fields: Sequence[str] = ("cdc_conn_id", "table", "target_table")
@@ -82,12 +86,13 @@ class CdcValidateOperator(_SignalOperator):
         ranges: int = 1024,
         settle_timeout: float = 120.0,
         repair_timeout: float = 1800.0,
+        repair_rounds: int = 3,
         **kwargs: Any,
     ) -> None:
         super().__init__(source_conn_id=source_conn_id, **kwargs)
         if not table or "." not in table:
             raise ValueError(f"table: name it schema.table (MySQL: database.table), not {table!r}")
-        for name, value in (("max_keys", max_keys), ("ranges", ranges)):
+        for name, value in (("max_keys", max_keys), ("ranges", ranges), ("repair_rounds", repair_rounds)):
             if value < 1:
                 raise ValueError(f"{name} must be at least 1, not {value!r}")
         self.table = table
@@ -102,6 +107,7 @@ class CdcValidateOperator(_SignalOperator):
         self.ranges = ranges
         self.settle_timeout = settle_timeout
         self.repair_timeout = repair_timeout
+        self.repair_rounds = repair_rounds
 
     @contextmanager
     def sides(self) -> Iterator[tuple[TableSide, Side]]:
@@ -147,17 +153,40 @@ class CdcValidateOperator(_SignalOperator):
                 if self.fail_on_drift:
                     raise CdcOperatorError(f"{self.table} drifted from its source: {_describe(before)}")
                 return before.to_json()
-            deleted = delete_extra(source, target, before.extra)
-            self.log.info("deleted %d target rows the source does not have: %s", len(deleted), deleted[:20])
-            signal_id = ""
-            if before.missing or before.different or before.truncated:
-                signal_id = self._snapshot(source, before)
-                self._await_target(source, target, before)
-            after = self.validate(source, target)
-            result = {"before": before.to_json(), "after": after.to_json(), "deleted": deleted, "signal_id": signal_id}
+            deleted: list[int] = []
+            signals: list[str] = []
+            drift = before
+            for round_ in range(1, self.repair_rounds + 1):
+                deleted += self._repair(source, target, drift, signals)
+                after = self.validate(source, target)
+                if not after.found:
+                    break
+                if round_ < self.repair_rounds:
+                    # Extra keys in ranges the cap left unnamed (max_keys), or a change meanwhile:
+                    # named now, so the next round deletes or re-reads exactly those.
+                    self.log.info("round %d left %s: repairing again", round_, _describe(after))
+                drift = after
+            result = {
+                "before": before.to_json(),
+                "after": after.to_json(),
+                "deleted": deleted,
+                "signal_id": signals[0] if signals else "",
+                "signal_ids": signals,
+                "rounds": round_,
+            }
             if after.found:
-                raise CdcOperatorError(f"{self.table} still differs after the repair: {_describe(after)}")
+                raise CdcOperatorError(f"{self.table} still differs after {round_} repair round(s): {_describe(after)}")
             return result
+
+    def _repair(self, source: TableSide, target: Side, drift: Drift, signals: list[str]) -> list[int]:
+        """One round: delete the target rows the source lacks, snapshot the keys and ranges that
+        are missing or differ, wait for the apply job to bring them; the keys deleted."""
+        deleted = delete_extra(source, target, drift.extra)
+        self.log.info("deleted %d target rows the source does not have: %s", len(deleted), deleted[:20])
+        if drift.missing or drift.different or drift.truncated:
+            signals.append(self._snapshot(source, drift))
+            self._await_target(source, target, drift)
+        return deleted
 
     def _snapshot(self, source: TableSide, drift: Drift) -> str:
         """Send the snapshot of the differing keys and wait until it completed."""

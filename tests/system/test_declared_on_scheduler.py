@@ -10,6 +10,7 @@ integer, which the apply job refuses to fill with the source's text.
 
 from __future__ import annotations
 
+import contextlib
 import json
 import os
 import shlex
@@ -26,6 +27,7 @@ import yaml
 from airflow_cdc.engine.server import control
 from airflow_cdc.local.ports import free_port
 from tests.system.conftest import TOKEN, WITH_SCHEMAS
+from tests.system.debezium_on_connect import debezium_shop
 from tests.system.first_run_stack import BIN, Metadata, airflow_processes, run_bash, tail, task_log, wait_for_run
 from tests.system.support import DAGS, Source
 from tests.system.test_example_dags import without_position
@@ -73,15 +75,14 @@ def connection(conn_type: str, **fields: Any) -> str:
     return json.dumps({"conn_type": conn_type, **fields})
 
 
-@pytest.fixture
-def scheduler(source: Source, tmp_path: Path) -> Iterator[tuple[Scheduler, Source, Source]]:
-    """Airflow's four processes in a fresh home, the example DAG and its pipeline file in their DAG
-    folder, the connections in their environment, and an empty replica but for a ``customers``
-    the apply job cannot fill."""
+@contextlib.contextmanager
+def declared_stack(source: Source, tmp_path: Path, cdc_shop: str | None = None) -> Iterator[tuple[Scheduler, Source]]:
+    """Airflow's four processes in a fresh home, the example DAG and its pipeline file in their
+    DAG folder, the connections in their environment, an empty replica; ``cdc_shop`` the
+    connection of the backend (default: an engine instance of this home's own)."""
     replica = Source(source.server, f"{source.database}_replica", source.user, source.password)
     with source.connect() as conn:
         conn.execute(f"create database {replica.database}")
-    replica.execute("create table customers (id int primary key, name int)")
 
     home = tmp_path / "home"
     dags = home / "dags"
@@ -111,6 +112,7 @@ def scheduler(source: Source, tmp_path: Path) -> Iterator[tuple[Scheduler, Sourc
             }
         )
     )
+    engine = connection("cdc_engine", login=name, password=TOKEN, extra={"config_path": str(config)})
     database = {"host": source.server.host, "port": source.server.port, "login": source.user}
     api_port = free_port()
     env = {k: v for k, v in os.environ.items() if not k.startswith("AIRFLOW")}
@@ -121,7 +123,7 @@ def scheduler(source: Source, tmp_path: Path) -> Iterator[tuple[Scheduler, Sourc
         AIRFLOW__CORE__DAGS_FOLDER=str(dags),
         AIRFLOW__CORE__LOAD_EXAMPLES="False",
         AIRFLOW__CORE__EXECUTION_API_SERVER_URL=f"http://localhost:{api_port}/execution/",
-        AIRFLOW_CONN_CDC_SHOP=connection("cdc_engine", login=name, password=TOKEN, extra={"config_path": str(config)}),
+        AIRFLOW_CONN_CDC_SHOP=cdc_shop or engine,
         AIRFLOW_CONN_PG_SHOP=connection("postgres", **database, password=source.password, schema=source.database),
         AIRFLOW_CONN_PG_SHOP_REPLICA=connection(
             "postgres", **database, password=source.password, schema=replica.database
@@ -139,11 +141,19 @@ def scheduler(source: Source, tmp_path: Path) -> Iterator[tuple[Scheduler, Sourc
         with airflow_processes(components, env, home) as logs:
             stack = Scheduler(home, env, Metadata(home / "airflow" / "airflow.db"), logs)
             stack.airflow("dags", "unpause", DAG_ID)
-            yield stack, source, replica
+            yield stack, replica
     finally:
         control.stop({"name": name, "state.dir": str(state)}, timeout=30)
         with source.connect() as conn:
             conn.execute(f"drop database if exists {replica.database} with (force)")
+
+
+@pytest.fixture
+def scheduler(source: Source, tmp_path: Path) -> Iterator[tuple[Scheduler, Source, Source]]:
+    """The stack on the embedded engine, with a replica ``customers`` the apply job cannot fill."""
+    with declared_stack(source, tmp_path) as (stack, replica):
+        replica.execute("create table customers (id int primary key, name int)")
+        yield stack, source, replica
 
 
 @pytest.mark.timeout(1500)
@@ -181,3 +191,31 @@ def test_a_failed_tables_group_is_cleared_and_rerun_alone(scheduler: tuple[Sched
         assert after[f"{CUSTOMERS_GROUP}.{step}"]["tries"] == 2, after
     assert without_position(replica.rows("customers")) == source.rows("customers")
     assert without_position(replica.rows("orders")) == source.rows("orders")
+
+
+@pytest.mark.timeout(1500)
+def test_the_same_pipeline_file_runs_on_kafka_connect(
+    source: Source, tmp_path: Path, connect_worker: Any, kafka_broker: Any
+) -> None:
+    """``cdc_shop`` a ``kafka_connect`` connection, the DAG and YAML files unchanged: the start
+    task creates Debezium's connector, each table's snapshot signal goes through the signal table
+    and is followed on the notification topic, the apply jobs read the Kafka topics, and the
+    replica equals the source."""
+    source.execute("create table cdc_heartbeat (id int primary key, at timestamptz)")
+    source.execute("insert into cdc_heartbeat values (1, now())")
+    settings = {
+        "snapshot.mode": "no_data",
+        "incremental.snapshot.chunk.size": 500,
+        # Debezium's offsets pass the server's position only with a later change: the
+        # heartbeat's statement makes one on a quiet database (the caught_up sensor's "current").
+        "heartbeat.interval.ms": 1000,
+        "heartbeat.action.query": "update cdc_heartbeat set at = now() where id = 1",
+    }
+    with (
+        debezium_shop(tmp_path, source, connect_worker, kafka_broker, "declared", **settings) as cdc_shop,
+        declared_stack(source, tmp_path, cdc_shop) as (stack, replica),
+    ):
+        run_id = stack.trigger()
+        assert wait_for_run(stack.meta, DAG_ID, run_id, timeout=1200) == "success", stack.diagnosis(run_id)
+        assert without_position(replica.rows("orders")) == source.rows("orders")
+        assert without_position(replica.rows("customers")) == source.rows("customers")

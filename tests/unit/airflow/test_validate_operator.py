@@ -19,6 +19,7 @@ CONNS = {"source_conn_id": "pg_shop", "target_conn_id": "pg_shop_replica"}
         ({"table": "orders"}, "schema.table"),
         ({"table": "public.orders", "max_keys": 0}, "max_keys"),
         ({"table": "public.orders", "ranges": 0}, "ranges"),
+        ({"table": "public.orders", "repair_rounds": 0}, "repair_rounds"),
         ({"table": "public.orders", "channel": "carrier-pigeon"}, "channel"),
         ({"table": "public.orders", "target_url": "delta:/lake"}, "target_conn_id .* or target_url"),
     ],
