@@ -26,14 +26,12 @@ import logging
 from collections.abc import Callable, Iterator
 from typing import Any
 
-import pymysql
-import pymysql.cursors
-
-from airflow_cdc.engine import mysql_client
 from airflow_cdc.engine.errors import CdcError, RetriableError
 from airflow_cdc.engine.sources.mysql.ddl import Table
 from airflow_cdc.engine.sources.mysql.positions import MariaDbGtidSet
 from airflow_cdc.engine.sources.mysql.server import ServerInfo, current_position
+from airflow_cdc.engine.sources.mysql.snapshot_client import ERRORS, unbuffered_cursor
+from airflow_cdc.engine.sources.mysql.snapshot_client import connect as snapshot_connect
 from airflow_cdc.engine.sources.mysql.tracking import StartPoint
 
 log = logging.getLogger(__name__)
@@ -55,9 +53,8 @@ class ConsistentSnapshot:
     ``tables`` the definitions ``definitions(conn)`` gives at that point."""
 
     def __init__(self, connection: dict[str, Any], server: ServerInfo, definitions: Definitions) -> None:
-        self.conn = mysql_client.connect(
-            **{**connection, "charset": "utf8mb4"}, autocommit=True, init_command="SET time_zone='+00:00'"
-        )
+        # mysqlclient when installed: it parses rows in C (snapshot_client.py).
+        self.conn = snapshot_connect(connection, autocommit=True, init_command="SET time_zone='+00:00'")
         try:
             self._begin(server, definitions)
         except BaseException:
@@ -111,11 +108,11 @@ class ConsistentSnapshot:
         (an unbuffered cursor). TableChangedError when the consistent read cannot serve them."""
         columns = ", ".join(_quote(c.name) for c in table.columns)
         try:
-            with self.conn.cursor(pymysql.cursors.SSCursor) as cur:
+            with unbuffered_cursor(self.conn) as cur:
                 cur.execute(f"SELECT {columns} FROM {_quote(table.database)}.{_quote(table.name)}")
                 while batch := cur.fetchmany(fetch):
                     yield from batch
-        except pymysql.MySQLError as exc:
+        except ERRORS as exc:
             code = exc.args[0] if exc.args else 0
             if code not in _CHANGED:
                 raise
@@ -124,7 +121,7 @@ class ConsistentSnapshot:
             ) from exc
 
     def close(self) -> None:
-        with contextlib.suppress(pymysql.MySQLError):
+        with contextlib.suppress(*ERRORS):
             self.conn.close()
 
 

@@ -1,0 +1,60 @@
+"""The snapshot's two row readers give the same Python values (``snapshot_client.py``): every
+table of the MariaDB value oracle (ordinary, extreme, zero and NULL values of every type family)
+read through mysqlclient and through PyMySQL on a real MariaDB, value for value, type for type;
+the table definitions read through either connection are equal too. The converters in
+``types.py`` are written for PyMySQL's values, so equal values mean equal events."""
+
+from __future__ import annotations
+
+from collections.abc import Iterator
+from typing import Any
+
+import pytest
+
+from airflow_cdc.engine.sources.mysql import snapshot_client
+from airflow_cdc.engine.sources.mysql.schema import read_tables
+from tests.compat import mariadb_cases
+from tests.requirements import require_module
+
+require_module("MySQLdb", extra="mysqlclient")
+
+pytestmark = pytest.mark.integration
+
+OPTIONS = {"autocommit": True, "init_command": "SET time_zone='+00:00'"}
+
+
+@pytest.fixture
+def connections(mariadb_server: Any, mariadb_database: str) -> Iterator[tuple[Any, Any]]:
+    with mariadb_server.connect(database=mariadb_database) as conn, conn.cursor() as cur:
+        cur.execute("SET sql_mode = '', time_zone = '+00:00'")
+        for statement in (*mariadb_cases.SCHEMA, *mariadb_cases.SNAPSHOT):
+            cur.execute(statement)
+    params = {**mariadb_server.connection_params(database=mariadb_database), "charset": "utf8mb4"}
+    fast = snapshot_client.connect(params, **OPTIONS)
+    # database.ssl.mode=disabled: the TLS settings keep a snapshot on PyMySQL.
+    plain = snapshot_client.connect({**params, "ssl_disabled": True}, **OPTIONS)
+    try:
+        yield fast, plain
+    finally:
+        fast.close()
+        plain.close()
+
+
+def test_both_readers_give_the_same_values(connections: tuple[Any, Any], mariadb_database: str) -> None:
+    fast, plain = connections
+    assert type(fast).__module__.startswith("MySQLdb")
+    assert type(plain).__module__.startswith("pymysql")
+    assert read_tables(fast) == read_tables(plain)
+    compared = 0
+    for table in mariadb_cases.TABLES:
+        read = []
+        for conn in (fast, plain):
+            with snapshot_client.unbuffered_cursor(conn) as cur:
+                cur.execute(f"SELECT * FROM `{mariadb_database}`.`{table}` ORDER BY id")
+                read.append(cur.fetchall())
+        assert len(read[0]) == len(read[1]) > 0, table
+        for fast_row, plain_row in zip(*read, strict=True):
+            # repr: a float's digits, a Decimal's exponent and -0.00, bytes against str
+            assert [(type(v), repr(v)) for v in fast_row] == [(type(v), repr(v)) for v in plain_row], table
+            compared += len(fast_row)
+    assert compared > 300
