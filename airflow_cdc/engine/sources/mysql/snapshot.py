@@ -23,7 +23,7 @@ from __future__ import annotations
 
 import contextlib
 import logging
-from collections.abc import Callable, Iterator
+from collections.abc import Callable, Iterator, Sequence
 from typing import Any
 
 from airflow_cdc.engine.errors import CdcError, RetriableError
@@ -103,10 +103,11 @@ class ConsistentSnapshot:
                 finally:
                     cur.execute("UNLOCK TABLES")
 
-    def rows(self, table: Table, fetch: int) -> Iterator[tuple[Any, ...]]:
-        """The table's rows as the snapshot sees them, its definition's columns by name, streamed
-        (an unbuffered cursor). TableChangedError when the consistent read cannot serve them."""
-        columns = ", ".join(_quote(c.name) for c in table.columns)
+    def rows(self, table: Table, fetch: int, select: Sequence[str] = ()) -> Iterator[tuple[Any, ...]]:
+        """The table's rows as the snapshot sees them, streamed (an unbuffered cursor): the
+        ``select`` list (``snapshot_columns.py``), by default its definition's columns by name.
+        TableChangedError when the consistent read cannot serve them."""
+        columns = ", ".join(select or [_quote(c.name) for c in table.columns])
         try:
             with unbuffered_cursor(self.conn) as cur:
                 cur.execute(f"SELECT {columns} FROM {_quote(table.database)}.{_quote(table.name)}")

@@ -10,6 +10,7 @@ from airflow_cdc.engine.records import Partition, PositionMarker, SourceRecord
 from airflow_cdc.engine.sources.mysql.changes import ChangeBuilder
 from airflow_cdc.engine.sources.mysql.ddl import Table
 from airflow_cdc.engine.sources.mysql.snapshot import ConsistentSnapshot, TableChangedError
+from airflow_cdc.engine.sources.mysql.snapshot_columns import snapshot_plan
 from airflow_cdc.engine.sources.mysql.types import ValueModes
 
 TableKey = tuple[str, str]
@@ -62,9 +63,10 @@ class SnapshotRecords:
             held: Sequence[Any] | None = None  # a row is labelled once it is known whether another follows
             while key in definitions:
                 table = definitions[key]
-                rows = self._builder.plan(table, self._topic(*key), self._modes, snapshot=True)
+                # The server computes what it can of Debezium's values (snapshot_columns.py).
+                rows = snapshot_plan(self._builder.plan(table, self._topic(*key), self._modes, snapshot=True))
                 try:
-                    for values in self._snapshot.rows(table, self._fetch):
+                    for values in self._snapshot.rows(table, self._fetch, rows.select or ("NULL",)):
                         if held is not None:
                             marker = snapshot_marker(first_table, last_table, first_row=count == 1, last_row=False)
                             _append(batch, self._builder.snapshot_record(rows, held, offset, marker, at))
