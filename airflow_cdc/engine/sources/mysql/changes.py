@@ -192,14 +192,24 @@ class ChangeBuilder:
     ) -> SourceRecord | None:
         """``at``: the binlog point the rows were read at, when it is not the offset's (a
         blocking snapshot's rows are newer than the stream's position, their offset). None: a
-        value had no Debezium value and the failure handling left the row out."""
+        value had no Debezium value and the failure handling left the row out (or
+        ``skipped.operations`` names ``r``)."""
         try:
             after = rows.row(values)
         except ValueConversionError as exc:
             self.failures.handle(f"{rows.table.database}.{rows.table.name}: {exc} (a snapshot row, {marker})")
             return None
-        source = self.source(rows.table.database, rows.table.name, None, snapshot=marker)
-        # Debezium's snapshot records name the binlog point the snapshot stands at.
+        if "r" in self._skipped:
+            return None
+        # Debezium's snapshot records name the binlog point the snapshot stands at. One record
+        # per row of every snapshot: built here in one pass (what source() then _emit() do).
         point = offset if at is None else at
-        source["file"], source["pos"] = str(point.get("file") or ""), int(point.get("pos") or 0)
-        return self._emit(rows, "r", None, after, source, offset, source["ts_ms"])[0]
+        table = rows.table
+        ts_ns = time.time_ns()
+        source = self._source_block(
+            self.server, ts_ns, marker, table.database, None, table.name, 0, None,
+            str(point.get("file") or ""), int(point.get("pos") or 0), 0, None, None,
+        )  # fmt: skip
+        value = change_value("r", None, after, source, None, time.time_ns())
+        key = {name: after.get(name) for name in rows.key} if rows.key else None
+        return SourceRecord(rows.topic, key, value, self.partition, offset, ts_ns // 1_000_000, schemas=rows.schemas)
