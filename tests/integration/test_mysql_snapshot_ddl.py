@@ -67,12 +67,14 @@ def ddl_before_reading(
     ``table`` for the first time; the statements run, for the test to see."""
     rows, done = ConsistentSnapshot.rows, []
 
-    def rows_after_ddl(self: ConsistentSnapshot, definition: Any, fetch: int) -> Iterator[tuple[Any, ...]]:
+    def rows_after_ddl(
+        self: ConsistentSnapshot, definition: Any, fetch: int, *select: Any
+    ) -> Iterator[tuple[Any, ...]]:
         if definition.name == table and not done:
             with connect() as other:
                 run(other, statement)
             done.append(statement)
-        return rows(self, definition, fetch)
+        return rows(self, definition, fetch, *select)
 
     monkeypatch.setattr(ConsistentSnapshot, "rows", rows_after_ddl)
     return done
