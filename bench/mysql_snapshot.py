@@ -9,7 +9,10 @@ serialized, into a discarding consumer) until the row marked ``snapshot: last``;
 delivered exactly the table's rows (exit 1 otherwise). It runs at two table sizes and reports
 its peak RSS for each: the snapshot streams, so the RSS must not grow with the table. The large
 table is measured in rounds of dump then engine, and the medians are compared (the machine's
-speed drifts within minutes). The last line is one JSON object with the ratio.
+speed drifts within minutes). Then Debezium's MariaDB connector on Kafka Connect against ours
+with the Kafka sink, both snapshotting the large table into a broker (``vs_debezium``, goal >=
+1.5x; bench/mysql_snapshot_debezium.py; ``--no-debezium`` skips it). The last line is one JSON
+object with the ratios.
 """
 
 from __future__ import annotations
@@ -143,6 +146,12 @@ def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     parser.add_argument("--quick", action="store_true", help="100k and 400k rows instead of 250k and 2M")
     parser.add_argument("--rounds", type=int, default=ROUNDS)
+    parser.add_argument(
+        "--debezium",
+        action=argparse.BooleanOptionalAction,
+        default=True,
+        help="also Debezium's MariaDB connector on Kafka Connect against ours into Kafka (minutes more; the default)",
+    )
     parser.add_argument("--child", action="store_true", help=argparse.SUPPRESS)
     for name in ("host", "user", "database"):
         parser.add_argument(f"--{name}", help=argparse.SUPPRESS)
@@ -171,6 +180,11 @@ def main() -> None:
             dumps.append(mariadb_dump(server, "large"))
             runs.append(checked(engine_snapshot(server, "large"), large))
             print(f"  round {round_}: mariadb-dump {dumps[-1]:.2f}s, engine {runs[-1]['seconds']:.2f}s", flush=True)
+        extra: dict[str, Any] = {}
+        if args.debezium:  # after the rounds: it adds a marker table to the database
+            from mysql_snapshot_debezium import versus_debezium
+
+            extra = versus_debezium(server, "large", TABLE, large, args.rounds, problems)
     dump_s = statistics.median(dumps)
     seconds = [r["seconds"] for r in runs]
     large_run = {"seconds": statistics.median(seconds), "peak_rss_mb": max(r["peak_rss_mb"] for r in runs)}
@@ -191,6 +205,7 @@ def main() -> None:
                     str(small): round(small_run["peak_rss_mb"]),
                     str(large): round(large_run["peak_rss_mb"]),
                 },
+                **extra,
                 "problems": problems,
             }
         )
