@@ -13,7 +13,7 @@ here, so the converters in ``types.py`` (written for PyMySQL's values) see no di
 * any other type: the text, as PyMySQL decodes a type it has no converter for.
 
 A connection with ``database.ssl.*`` settings stays on PyMySQL: its TLS handling is the one
-``mysql_client`` checks (``REQUIRE_TLS``).
+``mysql_client`` checks (``REQUIRE_TLS``); so does one to ``localhost`` (:func:`uses_mysqlclient`).
 """
 
 from __future__ import annotations
@@ -82,7 +82,12 @@ def _conversions() -> dict[Any, Any]:
 
 
 def uses_mysqlclient(connection: dict[str, Any]) -> bool:
-    return MySQLdb is not None and not any(key in connection for key in _TLS_KEYS)
+    """mysqlclient is installed, the connection has no TLS settings, and its host is not
+    ``localhost``: libmariadb takes that for its Unix socket, where PyMySQL connects over TCP
+    to the configured port (the server, and the account matched, could differ)."""
+    if MySQLdb is None or any(key in connection for key in _TLS_KEYS):
+        return False
+    return str(connection.get("host") or "localhost").lower() != "localhost"
 
 
 def connect(connection: dict[str, Any], **options: Any) -> Any:
@@ -96,7 +101,8 @@ def connect(connection: dict[str, Any], **options: Any) -> Any:
         password = password.decode("utf-8")
     if "db" in params:
         params.setdefault("database", params.pop("db"))
-    return MySQLdb.connect(**params, password=password, conv=_conversions())
+    # No TLS, as PyMySQL without TLS settings (Connector/C 3.4 would otherwise try it by default).
+    return MySQLdb.connect(**params, password=password, conv=_conversions(), ssl_mode="DISABLED")
 
 
 def unbuffered_cursor(conn: Any) -> Any:
