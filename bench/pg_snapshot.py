@@ -9,8 +9,9 @@ serialized, into a discarding consumer), at two table sizes, and reports its pea
 it must not grow with the table. Both sides' row counts must equal the table's exactly (COPY's
 lines and its ``COPY n`` tag; the engine's events once its snapshot ended by itself), else the
 run fails. The large table is measured in three rounds of COPY and engine, alternating which goes
-first, and the medians are compared (the machine's speed drifts within minutes). The last line
-is one JSON object with the ratio.
+first, and the medians are compared (the machine's speed drifts within minutes). The engine's
+process CPU per row is printed beside: unlike wall time it does not grow with the machine's load.
+The last line is one JSON object with the ratio.
 """
 
 from __future__ import annotations
@@ -107,15 +108,18 @@ def child(args: argparse.Namespace) -> None:
             "snapshot.mode": "initial_only",
             "offset.storage": "memory",
             "heartbeat.interval.ms": 0,
+            **({"snapshot.fetch.size": args.fetch_size} if args.fetch_size else {}),
         },
         consumer=consume,
         serializer=JsonSerializer(),
     )
     thread = threading.Thread(target=engine.run)
+    cpu = time.process_time()
     started = time.perf_counter()
     thread.start()
     wait_until(lambda: count[0] >= args.rows, 3600, "snapshot delivered", interval=0.01)
     elapsed = time.perf_counter() - started
+    cpu = time.process_time() - cpu
     # Exactly: the source is done reading (initial_only: FINISHED), then the engine is closed, so
     # no event can come after the count is taken (a duplicate shows as more than the table's).
     wait_until(lambda: finished(engine), 120, "the snapshot finished", interval=0.01)
@@ -127,6 +131,7 @@ def child(args: argparse.Namespace) -> None:
         json.dumps(
             {
                 "seconds": elapsed,
+                "cpu_seconds": cpu,
                 "rows": count[0],
                 "peak_rss_mb": resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024,
             }
@@ -149,9 +154,10 @@ def child_command(script: str, server: PostgresServer, database: str, **options:
     return command
 
 
-def engine_snapshot(server: PostgresServer, database: str, rows: int) -> dict[str, float]:
+def engine_snapshot(server: PostgresServer, database: str, rows: int, fetch_size: int | None) -> dict[str, float]:
+    options = {"rows": rows, **({"fetch-size": fetch_size} if fetch_size else {})}
     out = subprocess.run(
-        child_command(__file__, server, database, rows=rows),
+        child_command(__file__, server, database, **options),
         capture_output=True,
         text=True,
         check=True,
@@ -167,6 +173,7 @@ def main() -> None:
         parser.add_argument(f"--{name}", help=argparse.SUPPRESS)
     parser.add_argument("--port", type=int, help=argparse.SUPPRESS)
     parser.add_argument("--rows", type=int, help=argparse.SUPPRESS)
+    parser.add_argument("--fetch-size", type=int, help="the engine's snapshot.fetch.size (default: its default)")
     args = parser.parse_args()
     if args.child:
         child(args)
@@ -177,14 +184,14 @@ def main() -> None:
         fill(server, "large", large)
         psql_copy(server, "small", small)
         psql_copy(server, "large", large)  # warm the cache for both sides
-        small_run = engine_snapshot(server, "small", small)
+        small_run = engine_snapshot(server, "small", small, args.fetch_size)
         # The machine's speed drifts within minutes: rounds of COPY and engine, alternating which
         # goes first, medians of each.
         copies, runs = [], []
         for round_ in range(ROUNDS):
             if round_ % 2 == 0:
                 copies.append(psql_copy(server, "large", large))
-            runs.append(engine_snapshot(server, "large", large))
+            runs.append(engine_snapshot(server, "large", large, args.fetch_size))
             if round_ % 2 == 1:
                 copies.append(psql_copy(server, "large", large))
     copy_s = statistics.median(copies)
@@ -195,6 +202,8 @@ def main() -> None:
     print(f"psql COPY runs: {listed[0]}; engine runs: {listed[1]}")
     print(f"psql COPY:       {large} rows in {copy_s:.2f}s = {base_rate:,.0f} rows/s (median)")
     print(f"engine snapshot: {large} rows in {large_run['seconds']:.2f}s = {engine_rate:,.0f} rows/s (median)")
+    cpu_us = statistics.median(r["cpu_seconds"] for r in runs) / large * 1e6
+    print(f"engine process CPU: {cpu_us:.2f} us/row (median; the load does not inflate it as it does wall time)")
     print(f"peak RSS: {small_run['peak_rss_mb']:.0f} MB at {small} rows, {large_run['peak_rss_mb']:.0f} MB at {large}")
     print(
         json.dumps(
@@ -207,6 +216,7 @@ def main() -> None:
                 "baseline_query": COPY_QUERY,
                 "rows_checked": "exact, both sides",
                 "ratio": round(engine_rate / base_rate, 3),
+                "engine_cpu_us_per_row": round(cpu_us, 2),
                 "peak_rss_mb": {
                     str(small): round(small_run["peak_rss_mb"]),
                     str(large): round(large_run["peak_rss_mb"]),
