@@ -65,7 +65,8 @@ def timed(name: str, rows: int, work: Callable[[], int | None]) -> None:
     wall, cpu = time.perf_counter(), _cpu()
     pid = work()
     wall, cpu = time.perf_counter() - wall, _cpu() - cpu
-    server = "" if pid is None else f", server {_served.pop(pid) / rows * 1e6:5.2f}"
+    served = None if pid is None else _served.pop(pid)
+    server = "" if served is None else f", server {served / rows * 1e6:5.2f}, all {(cpu + served) / rows * 1e6:5.2f}"
     per_row = f"wall {wall / rows * 1e6:5.2f}, this process {cpu / rows * 1e6:5.2f}{server}"
     print(f"{name:<22} {wall:6.2f}s wall, us/row: {per_row}")
 
