@@ -38,7 +38,7 @@ import psycopg
 from psycopg import sql
 from psycopg.types.string import TextLoader
 
-from airflow_cdc.engine.envelope import change_value, source_info
+from airflow_cdc.engine.envelope import source_info
 from airflow_cdc.engine.notifications import InitialSnapshotNotifications
 from airflow_cdc.engine.records import Offset, Partition, PositionMarker, SourceRecord
 from airflow_cdc.engine.sources.postgres.catalog import TableColumns
@@ -282,14 +282,33 @@ def read_records(
     schemas: Any = None,
 ) -> list[SourceRecord]:
     """``op=r`` records of rows read together (the initial snapshot's and the incremental
-    snapshot's): the ``source`` block is shared, the clock read once for the lot."""
+    snapshot's): the ``source`` block is shared, the clock read once for the lot. The envelope
+    is :func:`change_value`'s, written out here (same keys, same order - a unit test compares
+    them): the call per row cost 0.1 us of the 5.7 us the engine spends on a row."""
     now = time.time_ns()
-    records = []
-    for row in rows:
-        after = after_of(row)
-        value = change_value("r", None, after, source, None, now)
-        records.append(SourceRecord(topic, key_of(after), value, partition, offset, ts_ms, (), schemas))
-    return records
+    now_ms, now_us, record = now // 1_000_000, now // 1_000, SourceRecord
+    return [
+        record(
+            topic,
+            key_of(after),
+            {
+                "before": None,
+                "after": after,
+                "source": source,
+                "transaction": None,
+                "op": "r",
+                "ts_ms": now_ms,
+                "ts_us": now_us,
+                "ts_ns": now,
+            },
+            partition,
+            offset,
+            ts_ms,
+            (),
+            schemas,
+        )
+        for after in map(after_of, rows)
+    ]
 
 
 def key_function(key: list[str]) -> Callable[[dict[str, Any]], dict[str, Any] | None]:
