@@ -24,7 +24,7 @@ import datetime as dt
 import struct
 from collections.abc import Callable
 from dataclasses import field
-from typing import TypeAlias
+from typing import ClassVar, TypeAlias
 
 # Re-exported ("as"): callers import the engine's DecodeError from the decoder that raises it.
 from airflow_cdc.engine.errors import DecodeError as DecodeError
@@ -60,7 +60,7 @@ def parse_lsn(text: str) -> int:
 class _Unchanged:
     """An unchanged TOASTed value: the server did not send it (kind 'u')."""
 
-    _instance: _Unchanged | None = None
+    _instance: ClassVar[_Unchanged | None] = None  # ClassVar: mypyc compiles this module
 
     def __new__(cls) -> _Unchanged:
         if cls._instance is None:

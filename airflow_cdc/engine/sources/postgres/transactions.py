@@ -18,11 +18,15 @@ A subclass, chosen only when the option is on, so the stream's hot path is the s
 
 from __future__ import annotations
 
+from collections.abc import Callable
 from typing import Any
 
-from airflow_cdc.engine.records import Offset, SourceRecord
+from airflow_cdc.engine.connect_schema import SchemaSettings
+from airflow_cdc.engine.records import Offset, Partition, SourceRecord
 from airflow_cdc.engine.sources.postgres import pgoutput
-from airflow_cdc.engine.sources.postgres.changes import ChangeBuilder
+from airflow_cdc.engine.sources.postgres.catalog import Catalog, TableFilter
+from airflow_cdc.engine.sources.postgres.changes import ChangeBuilder, MessageFilter
+from airflow_cdc.engine.sources.postgres.types import ValueModes
 from airflow_cdc.engine.transaction_monitor import TransactionMonitor
 
 #: Debezium counts each transactional logical decoding message under a data collection of its
@@ -43,9 +47,40 @@ class TransactionalChangeBuilder(ChangeBuilder):
     """A :class:`ChangeBuilder` that also sends BEGIN/END events to ``transaction_topic`` and
     writes each change event's ``transaction`` block."""
 
-    def __init__(self, *, transaction_topic: str, **kwargs: Any) -> None:
-        self.monitor = TransactionMonitor(transaction_topic, kwargs["partition"])
-        super().__init__(**kwargs)
+    def __init__(
+        self,
+        *,
+        transaction_topic: str,
+        server: str,
+        database: str,
+        partition: Partition,
+        topic: Callable[[str, str], str],
+        catalog: Catalog,
+        modes: ValueModes,
+        filters: TableFilter,
+        tombstones: bool,
+        skipped: frozenset[str],
+        resume: Offset | None,
+        messages: MessageFilter | None = None,
+        schemas: SchemaSettings | None = None,
+    ) -> None:
+        self.monitor = TransactionMonitor(transaction_topic, partition)
+        # Every parameter by name, no ``**kwargs``: compiled (mypyc, ADR 0033), a ``**`` forwarded
+        # to the native parent's keyword-only parameters leaves them unset or mismatched.
+        super().__init__(
+            server=server,
+            database=database,
+            partition=partition,
+            topic=topic,
+            catalog=catalog,
+            modes=modes,
+            filters=filters,
+            tombstones=tombstones,
+            skipped=skipped,
+            resume=resume,
+            messages=messages,
+            schemas=schemas,
+        )
 
     def rewind(self, resume: Offset | None) -> None:
         super().rewind(resume)
