@@ -8,6 +8,11 @@ consumer. Three rounds, alternating which side goes first (the machine's speed d
 minutes); medians compared. Both sides' counts must be exact: pg_recvlogical's output (pgoutput
 is binary: its messages counted by type, I/U/D) and the engine's events once it has read to the
 load's end. The last line is one JSON object with the ratio.
+
+Beside it, ``cpu_us_per_change``: the engine's CPU path alone (CopyData unwrapping, pgoutput
+decoding, value conversion, envelope, JSON) over the same WAL read once into memory, in process
+CPU time per change - what the load of a shared machine changes least. ``compiled`` says whether
+the mypyc build of the hot modules ran (ADR 0033; ``AIRFLOW_CDC_COMPILED=0`` for the pure ones).
 """
 
 from __future__ import annotations
@@ -26,7 +31,11 @@ from pathlib import Path
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
 from airflow_cdc.engine import Engine, JsonSerializer
-from airflow_cdc.engine.sources.postgres import pgoutput
+from airflow_cdc.engine.sources.postgres import compiled, pgoutput
+from airflow_cdc.engine.sources.postgres.catalog import Catalog, TableFilter
+from airflow_cdc.engine.sources.postgres.stream import ReplicationStream
+from airflow_cdc.engine.sources.postgres.transactions import change_builder
+from airflow_cdc.engine.sources.postgres.types import ValueModes
 from airflow_cdc.engine.testing import wait_until
 from airflow_cdc.local.postgres import PostgresServer
 
@@ -155,6 +164,59 @@ def run_engine(server: PostgresServer, expected: dict[str, int], slot: str) -> f
     return elapsed
 
 
+def capture(server: PostgresServer, slot: str, endpos: int) -> list[bytes]:
+    """The slot's CopyData messages up to the commit at ``endpos``, as the stream receives them."""
+    stream = ReplicationStream.connect(server.dsn("bench"))
+    try:
+        stream.start(slot, "bench", 0)
+        raw: list[bytes] = []
+        while True:
+            message = stream.read(60)
+            if message is None:
+                raise SystemExit(f"capture of {slot}: no message for 60 s before {pgoutput.format_lsn(endpos)}")
+            if not isinstance(message, pgoutput.XLogData):
+                continue  # a keepalive
+            raw.append(b"w" + pgoutput._XLOG.pack(message.start_lsn, message.wal_end, 0) + message.payload)
+            if message.payload[:1] == b"C" and message.wal_end >= endpos:
+                return raw
+    finally:
+        stream.close()
+
+
+def cpu_path(server: PostgresServer, raw: list[bytes], expected: dict[str, int]) -> float:
+    """CPU microseconds per change of CopyData -> pgoutput -> Debezium values -> JSON, the best
+    of three passes over ``raw`` (a fresh builder each: the relation is planned in the pass)."""
+    serializer, best = JsonSerializer(), float("inf")
+    with server.connect("bench") as conn:
+        for _ in range(3):
+            builder = change_builder(
+                None,
+                server="bench",
+                database="bench",
+                partition={"server": "bench"},
+                topic=lambda schema, table: f"bench.{schema}.{table}",
+                catalog=Catalog(conn),
+                modes=ValueModes(),
+                filters=TableFilter([], [], []),
+                tombstones=False,
+                skipped=frozenset(),
+                resume=None,
+            )
+            ops: Counter[str] = Counter()
+            started = time.process_time()
+            for data in raw:
+                message = pgoutput.decode_copy_data(data)
+                if type(message) is pgoutput.XLogData:
+                    for record in builder.handle(pgoutput.decode(message.payload), message.start_lsn):
+                        if record.topic:
+                            serializer.serialize(record)
+                            ops[record.value["op"]] += 1
+            best = min(best, time.process_time() - started)
+            if dict(ops) != expected:
+                raise SystemExit(f"CPU path: {dict(ops)} events, expected exactly {expected}")
+    return best * 1e6 / sum(expected.values())
+
+
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     parser.add_argument("--quick", action="store_true", help="200k changes instead of 1M")
@@ -168,6 +230,7 @@ def main() -> None:
             for i in range(REPEATS):  # every slot sees the same WAL
                 conn.execute("select pg_create_logical_replication_slot(%s, 'pgoutput')", (f"baseline{i}",))
                 conn.execute("select pg_create_logical_replication_slot(%s, 'pgoutput')", (f"engine{i}",))
+            conn.execute("select pg_create_logical_replication_slot('cpu', 'pgoutput')")
             expected = workload(conn, wanted)
             endpos = conn.execute("select pg_current_wal_lsn()::text").fetchone()[0]
         changes = sum(expected.values())
@@ -184,6 +247,7 @@ def main() -> None:
                 if got != expected:
                     raise SystemExit(f"pg_recvlogical on baseline{i}: {got} changes, expected exactly {expected}")
         baseline_s, engine_s = statistics.median(baselines), statistics.median(engines)
+        cpu_us = cpu_path(server, capture(server, "cpu", pgoutput.parse_lsn(endpos)), expected)
     base_rate, engine_rate = changes / baseline_s, changes / engine_s
     print(
         f"pg_recvlogical runs: {', '.join(f'{x:.2f}s' for x in baselines)}; engine runs: "
@@ -191,6 +255,7 @@ def main() -> None:
     )
     print(f"pg_recvlogical: {changes} changes in {baseline_s:.2f}s = {base_rate:,.0f} changes/s (median)")
     print(f"engine:         {changes} changes in {engine_s:.2f}s = {engine_rate:,.0f} changes/s (median)")
+    print(f"CPU path:       {cpu_us:.2f} us per change (compiled modules: {compiled.active()})")
     print(
         json.dumps(
             {
@@ -202,6 +267,8 @@ def main() -> None:
                 "first": "alternating, baseline first in even rounds",
                 "counts_checked": "exact per op, both sides",
                 "ratio": round(engine_rate / base_rate, 3),
+                "cpu_us_per_change": round(cpu_us, 2),
+                "compiled": compiled.active(),
             }
         )
     )
