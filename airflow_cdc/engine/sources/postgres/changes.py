@@ -256,6 +256,8 @@ class ChangeBuilder:
         again from its ``lsn_commit``, and a transaction it lies inside is skipped up to it. At
         the start, and after the replication connection was lost mid-stream."""
         self.xid: int | None = None
+        #: Each table's source block in the current transaction, by the table's id (_emit).
+        self._sources: dict[int, tuple[TableSchema, dict[str, Any]]] = {}
         self.last_completed = int(resume["lsn_commit"]) if resume and resume.get("lsn_commit") else 0  # type: ignore[arg-type]
         #: The end of the last COMMIT streamed, for ``source.sequence`` (Debezium's lastCommitLsn:
         #: unknown - null - until the first commit after a fresh start, the stored one after a
@@ -295,17 +297,20 @@ class ChangeBuilder:
     def _begin(self, message: pgoutput.Begin, lsn: int) -> list[SourceRecord]:
         self.xid, self.commit_time_us = message.xid, message.commit_time_us
         self.origin = self.origin_lsn = None
+        self._sources.clear()
         return []
 
     def _origin(self, message: pgoutput.Origin, lsn: int) -> list[SourceRecord]:
         # Sent after Begin when the transaction was replicated from another server.
         self.origin, self.origin_lsn = message.name, message.commit_lsn
+        self._sources.clear()
         return []
 
     def _commit(self, message: pgoutput.Commit, lsn: int) -> list[SourceRecord]:
         marker = self.marker(message.end_lsn)
         self._sequence_head = f'["{message.end_lsn}",'
         self.xid = None
+        self._sources.clear()
         return [marker]
 
     def _on_relation(self, message: pgoutput.Relation, lsn: int) -> list[SourceRecord]:
@@ -419,6 +424,23 @@ class ChangeBuilder:
                 out.extend(self._emit(table, _TRUNCATE, None, None, lsn, keyless=True))
         return out
 
+    def _source_template(self, table: TableSchema, ts_ns: int) -> dict[str, Any]:
+        # Positional, in Debezium's field order (source_block's fields).
+        return source_block(
+            self.server,
+            ts_ns,
+            "false",
+            self.database,
+            None,  # sequence: per event
+            table.schema,
+            table.name,
+            self.xid,
+            None,  # lsn: per event
+            None,  # xmin
+            self.origin,
+            self.origin_lsn,
+        )
+
     def _emit(
         self,
         table: TableSchema,
@@ -432,21 +454,15 @@ class ChangeBuilder:
         if op in self._skipped:
             return []
         ts_ns = self.commit_time_us * 1000
-        # Positional, in Debezium's field order (source_block's fields): the hottest dicts of the stream.
-        source = source_block(
-            self.server,
-            ts_ns,
-            "false",
-            self.database,
-            f'{self._sequence_head}"{lsn}"]',
-            table.schema,
-            table.name,
-            self.xid,
-            lsn,
-            None,  # xmin
-            self.origin,
-            self.origin_lsn,
-        )
+        # Within a transaction only ``sequence`` and ``lsn`` of a table's source block change:
+        # a copy of the block built at its first event, those two set (in place, so the field
+        # order stays source_block's), costs a third of building it (ADR 0033).
+        entry = self._sources.get(id(table))
+        if entry is None or entry[0] is not table:  # the table object kept: its id is not reused
+            entry = self._sources[id(table)] = (table, self._source_template(table, ts_ns))
+        source = entry[1].copy()
+        source["sequence"] = f'{self._sequence_head}"{lsn}"]'
+        source["lsn"] = lsn
         value = change_value(op, before, after, source, None, time.time_ns())
         key = None if keyless else table.key_of(after if after is not None else before)
         offset = {
