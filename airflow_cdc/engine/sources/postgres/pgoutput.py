@@ -356,10 +356,21 @@ _DECODERS: dict[str, Callable[[_Reader], PgOutputMessage]] = {
 def decode(data: bytes | memoryview) -> PgOutputMessage:
     """Decode one pgoutput (version 1) message."""
     reader = _Reader(data)
-    if reader.data[:1] == b"I" and reader.data[5:6] == b"N":  # the commonest message
+    # The row changes without an old tuple to read first (all but an update's under REPLICA
+    # IDENTITY FULL or of its key): the tag, the relation, the marker, then one tuple. Shorter
+    # input matches none of them and gets the general path's errors.
+    head, marker = reader.data[:1], reader.data[5:6]
+    message: PgOutputMessage
+    if marker == b"N" and (head == b"I" or head == b"U"):
         reader.pos = 6
-        message: PgOutputMessage = Insert(_UINT32.unpack_from(reader.data, 1)[0], reader.tuple_data())
-        reader.done("Insert")
+        oid = _UINT32.unpack_from(reader.data, 1)[0]
+        message = Insert(oid, reader.tuple_data()) if head == b"I" else Update(oid, reader.tuple_data())
+        reader.done(type(message).__name__)
+        return message
+    if head == b"D" and (marker == b"K" or marker == b"O"):
+        reader.pos = 6
+        message = Delete(_UINT32.unpack_from(reader.data, 1)[0], reader.tuple_data(), marker == b"K")
+        reader.done("Delete")
         return message
     tag = reader.char()
     decoder = _DECODERS.get(tag)
