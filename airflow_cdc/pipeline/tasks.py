@@ -27,14 +27,7 @@ from airflow.sdk.exceptions import AirflowSkipException
 
 from airflow_cdc.engine.notifications import INCREMENTAL, Notification
 from airflow_cdc.operators.snapshot import CdcSnapshotOperator
-
-
-def tables_named(notification: Notification) -> set[str]:
-    """The tables an incremental snapshot's notification names (being read, or scanned)."""
-    data = notification.additional_data
-    named = {t.strip() for t in str(data.get("data_collections") or "").split(",") if t.strip()}
-    named |= {str(data[key]) for key in ("data_collection", "scanned_collection") if data.get(key)}
-    return named
+from airflow_cdc.triggers.progress import tables_named
 
 
 class CdcPipelineSnapshotOperator(CdcSnapshotOperator):

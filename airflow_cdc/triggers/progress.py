@@ -12,6 +12,13 @@ for another STARTED (the engine routes a signal to every task concerned at once,
 its share after every poll, so one task finishing a whole snapshot before another starts is
 rare; the engine does not say how many tasks a signal went to).
 
+**Debezium renames a running snapshot.** A second ``execute-snapshot`` while one runs adds its
+tables to the running one, and Debezium then reports the whole snapshot under the *second*
+signal's id (``AbstractIncrementalSnapshotContext.addDataCollectionNamesToSnapshot`` overwrites
+its correlation id; no STARTED for it). The embedded engine keeps the first id. So once the
+watch has seen its snapshot start, an incremental snapshot's notification under another id that
+names one of its tables is its snapshot's continuation: that id is followed too.
+
 It fails at once on ABORTED, on a TABLE_SCAN_COMPLETED whose status is not accepted, or on the
 signal's REJECTED; and after ``stall_timeout`` seconds without a new notification about the
 snapshot (measured on this side's clock from the watch's start, so a skewed engine clock does
@@ -38,7 +45,7 @@ from typing import Any
 
 from airflow_cdc.backends import InstancePosition, InstanceStatus, TaskPosition
 from airflow_cdc.engine.health import RETRYING
-from airflow_cdc.engine.notifications import SIGNAL, Notification, NotificationPage
+from airflow_cdc.engine.notifications import INCREMENTAL, SIGNAL, Notification, NotificationPage
 from airflow_cdc.engine.retry import Retrying
 from airflow_cdc.engine.snapshots.chunks import EMPTY, SUCCEEDED
 
@@ -46,6 +53,14 @@ from airflow_cdc.engine.snapshots.chunks import EMPTY, SUCCEEDED
 #: (or an empty filtered window) was read completely; the other statuses mean rows were not read.
 ACCEPTED_STATUSES: tuple[str, ...] = (SUCCEEDED, EMPTY)
 CURRENT = "current"
+
+
+def tables_named(notification: Notification) -> set[str]:
+    """The tables an incremental snapshot's notification names (being read, or scanned)."""
+    data = notification.additional_data
+    named = {t.strip() for t in str(data.get("data_collections") or "").split(",") if t.strip()}
+    named |= {str(data[key]) for key in ("data_collection", "scanned_collection") if data.get(key)}
+    return named
 
 
 def retry_note(status: InstanceStatus) -> str:
@@ -93,10 +108,14 @@ class SnapshotWatch:
     #: The TABLE_SCAN_COMPLETED notifications seen, for the rows per table.
     scans: list[Notification] = field(default_factory=list)
     failure: str | None = None
+    #: The tables its STARTED named; the ids its snapshot continued under (Debezium's rename).
+    tables: set[str] = field(default_factory=set)
+    aliases: set[str] = field(default_factory=set)
     _last_seen: float = field(init=False)
 
     def __post_init__(self) -> None:
         self._last_seen = self.clock()
+        self._announced: set[str] = set()
 
     def feed(self, page: NotificationPage) -> list[str]:
         """Take a page of notifications; what to log about the snapshot's progress."""
@@ -146,7 +165,16 @@ class SnapshotWatch:
 
     # -- one notification ----------------------------------------------------------------------
     def _concerns(self, notification: Notification) -> bool:
-        if notification.id == self.signal_id:
+        if notification.id == self.signal_id or notification.id in self.aliases:
+            return True
+        if (
+            self.tables
+            and self.started > self.completed + self.aborted  # only while its snapshot is open
+            and notification.id
+            and notification.aggregate_type == INCREMENTAL
+            and self.tables & tables_named(notification)
+        ):
+            self.aliases.add(notification.id)  # Debezium goes on under the id of the signal that joined
             return True
         # A rejection names the signal in its data as well (its id is the signal's when it has one).
         return notification.aggregate_type == SIGNAL and notification.additional_data.get("signal_id") == self.signal_id
@@ -159,10 +187,19 @@ class SnapshotWatch:
             self.failure = f"the instance rejected signal {self.signal_id}: {data.get('problem') or data}"
         elif kind == "STARTED":
             self.started += 1
+            if notification.id == self.signal_id:
+                self.tables |= tables_named(notification)
             return [
                 f"snapshot {self.signal_id} started ({notification.aggregate_type}): {data.get('data_collections')}"
             ]
         elif kind == "IN_PROGRESS":
+            if notification.id in self.aliases and notification.id not in self._announced:
+                self._announced.add(notification.id)
+                return [
+                    f"snapshot {self.signal_id} goes on under signal {notification.id}, which added tables to it "
+                    "(Debezium reports a snapshot under the last signal's id)",
+                    _progress_line(self.signal_id, data),
+                ]
             return [_progress_line(self.signal_id, data)]
         elif kind == "TABLE_SCAN_COMPLETED":
             return self._scanned(notification)
@@ -194,6 +231,7 @@ class SnapshotWatch:
         return [f"snapshot {self.signal_id}: {table} scanned, {data.get('total_rows_scanned', '?')} rows ({status})"]
 
     def _forget(self) -> None:
+        self.tables, self.aliases, self._announced = set(), set(), set()
         self.started = self.completed = self.aborted = 0
         self.paused = False
         self.scans = []

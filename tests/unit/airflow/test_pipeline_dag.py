@@ -129,7 +129,7 @@ def test_the_tables_a_snapshots_notifications_name() -> None:
     """What the snapshot task reads to learn that the instance added its table to a running
     snapshot: the IN_PROGRESS list and a table scan's collection (the engine's own log lines)."""
     from airflow_cdc.engine.notifications import INCREMENTAL, Notification
-    from airflow_cdc.pipeline.tasks import tables_named
+    from airflow_cdc.triggers.progress import tables_named
 
     progress = Notification(
         INCREMENTAL, "IN_PROGRESS", {"data_collections": "public.orders, public.customers", "maximum_key": "2000"}

@@ -280,3 +280,37 @@ def test_client_settings_from_an_instances_sink_and_without_brokers() -> None:
     assert client_settings(config, "sink.kafka.producer.") == {"bootstrap_servers": "k:9092"}
     with pytest.raises(ConfigError, match=r"bootstrap\.servers"):
         client_settings({"topic.prefix": "x"}, "sink.kafka.producer.")
+
+
+def test_a_snapshot_debezium_goes_on_under_the_id_of_a_signal_that_joined_it_completes() -> None:
+    """Debezium's order of notifications when a second execute-snapshot (``snap-2``) arrives while
+    ``snap-1`` runs: snap-1's STARTED, then everything under snap-2 (no STARTED for it)."""
+    clock = Clock()
+    w, joined = watch(clock), SnapshotWatch("snap-2", stall_timeout=60, clock=clock)
+    notes = page(
+        note("STARTED", data_collections="public.orders"),
+        note("IN_PROGRESS", "snap-2", data_collections="public.orders,public.customers", rows_scanned="10"),
+        note("TABLE_SCAN_COMPLETED", "snap-2", data_collection="public.orders", total_rows_scanned="2000",
+             status="SUCCEEDED"),
+        note("TABLE_SCAN_COMPLETED", "snap-2", data_collection="public.customers", total_rows_scanned="50",
+             status="SUCCEEDED"),
+        note("COMPLETED", "snap-2"),
+        note("STARTED", "snap-3", data_collections="public.orders"),  # a later snapshot: not ours
+    )  # fmt: skip
+    lines = w.feed(notes)
+    joined.feed(notes)
+    clock.now += 3
+    assert any("goes on under signal snap-2" in line for line in lines), lines
+    for verdict in (w.verdict(), joined.verdict()):
+        assert verdict is not None and verdict.succeeded, verdict
+        assert verdict.message.endswith("public.customers 50 rows, public.orders 2000 rows"), verdict
+    assert (w.started, w.completed, w.aliases) == (1, 1, {"snap-2"})
+
+
+def test_another_snapshot_of_other_tables_is_not_taken_for_a_continuation() -> None:
+    clock = Clock()
+    w = watch(clock)
+    w.feed(page(note("STARTED", data_collections="public.orders"), note("COMPLETED", "snap-9"),
+                note("IN_PROGRESS", "snap-9", data_collections="public.customers")))  # fmt: skip
+    clock.now += 3
+    assert w.aliases == set() and w.verdict() is None
