@@ -239,3 +239,24 @@ def test_the_snapshot_operators_drive_debeziums_incremental_snapshot(
 
     sensor = CdcSnapshotSensor(task_id="done", cdc_conn_id=CDC_CONN, signal_id=signal_id, deferrable=False)
     wait_until(lambda: sensor.poke(task_context()), 180, "the snapshot completed")
+
+
+def test_the_health_check_reads_a_connectors_figures_and_fails_past_a_threshold(connector: str, source: Source) -> None:
+    """The same figures as on the engine (ADR 0028): the slot's retained WAL asked of the source
+    over the connection's ``source_conn_id``, the age of the newest committed event from Connect's
+    offsets (Debezium's ``ts_usec``); past a threshold the task fails with the reason and the fix."""
+    from airflow_cdc.operators.health import CdcHealthCheckOperator
+
+    start().execute(task_context())
+    source.connect().execute("insert into orders values (101, 'new', date '2026-02-01')")
+    loose = CdcHealthCheckOperator(
+        task_id="health", cdc_conn_id=CDC_CONN, max_retained_wal_bytes=2 * 1024**3, max_seconds_since_last_event=3600
+    )
+    figures = wait_until(lambda: (f := loose.execute(task_context()))["idle_s"] is not None and f, 60, "an offset")
+    assert figures["retained_bytes"] is not None and figures["retained_bytes"] >= 0, figures
+    assert 0 <= figures["idle_s"] < 600, figures
+
+    wait_until(lambda: loose.execute(task_context())["idle_s"] > 1, 30, "the last event a second old")
+    strict = CdcHealthCheckOperator(task_id="health", cdc_conn_id=CDC_CONN, max_seconds_since_last_event=1)
+    with pytest.raises(AirflowFailException, match=r"the last committed event is [0-9,]+ s old, past the threshold"):
+        strict.execute(task_context())
