@@ -254,6 +254,7 @@ def test_the_health_check_reads_a_connectors_figures_and_fails_past_a_threshold(
     )
     figures = wait_until(lambda: (f := loose.execute(task_context()))["idle_s"] is not None and f, 60, "an offset")
     assert figures["retained_bytes"] is not None and figures["retained_bytes"] >= 0, figures
+    assert figures["lag"] is not None and figures["lag_unit"], figures  # against the source's position
     assert 0 <= figures["idle_s"] < 600, figures
 
     wait_until(lambda: loose.execute(task_context())["idle_s"] > 1, 30, "the last event a second old")
