@@ -193,6 +193,7 @@ def test_a_failed_tables_group_is_cleared_and_rerun_alone(scheduler: tuple[Sched
     assert without_position(replica.rows("orders")) == source.rows("orders")
 
 
+@pytest.mark.connect_stack
 @pytest.mark.timeout(1500)
 def test_the_same_pipeline_file_runs_on_kafka_connect(
     source: Source, tmp_path: Path, connect_worker: Any, kafka_broker: Any

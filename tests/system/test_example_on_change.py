@@ -267,6 +267,7 @@ def on_connect(
         yield conn
 
 
+@pytest.mark.connect_stack
 @pytest.mark.timeout(1800)
 def test_the_same_dag_runs_on_change_on_kafka_connect(
     on_connect: str, source: Source, replica: Source, airflow_home: Airflow
