@@ -191,8 +191,15 @@ class PostgresServer(LocalServer):
         return name
 
     def drop_database(self, name: str, timeout: float = 30.0) -> None:
-        """Drop ``name`` with its replication slots, ending any session or WAL sender on it."""
+        """Drop ``name`` with its replication slots, ending any session or WAL sender on it.
+        New connections are refused first: a client that retries (Debezium on Connect, whose
+        task outlives the connector's deletion a while) would otherwise create its slot again
+        and reconnect between the slots' drop and the database's."""
         with self.connect() as conn:
+            exists = conn.execute("select 1 from pg_database where datname = %s", (name,)).fetchone()
+            if exists is None:
+                return
+            conn.execute(sql.SQL("alter database {} with allow_connections false").format(sql.Identifier(name)))
             deadline = time.monotonic() + timeout
             while True:
                 conn.execute(
@@ -208,11 +215,14 @@ class PostgresServer(LocalServer):
                         conn.execute("select pg_drop_replication_slot(%s)", (slot,))
                 left = conn.execute("select count(*) from pg_replication_slots where database = %s", (name,))
                 if left.fetchone() == (0,):
-                    break
+                    try:  # a session that was connecting before the refusal may take a slot yet
+                        conn.execute(sql.SQL("drop database if exists {} with (force)").format(sql.Identifier(name)))
+                        return
+                    except psycopg.errors.ObjectInUse:
+                        pass
                 if time.monotonic() > deadline:
                     raise ServiceError(f"replication slots on database {name!r} still in use after {timeout}s")
                 time.sleep(0.05)
-            conn.execute(sql.SQL("drop database if exists {} with (force)").format(sql.Identifier(name)))
 
     # --- lifecycle -------------------------------------------------------------------------
 

@@ -175,6 +175,26 @@ def task_log(home: Path, dag_id: str, run_id: str, task_id: str) -> str:
     return "\n".join(p.read_text(errors="replace") for p in files)
 
 
+def wait_for_task_log(home: Path, dag_id: str, run_id: str, task_id: str, *needles: str, timeout: float = 60) -> str:
+    """The task's log once it holds every one of ``needles``. The run can be marked failed before
+    the task's supervisor has written the task's last lines (the failure, the callbacks), so a
+    log read right after the run ended may be cut short."""
+
+    def complete() -> str:
+        log = task_log(home, dag_id, run_id, task_id)
+        return log if all(n in log for n in needles) else ""
+
+    try:
+        return wait_until(
+            complete,
+            timeout,
+            f"{needles} in the log of {dag_id}/{run_id}/{task_id}",
+            interval=0.5,
+        )
+    except TimeoutError as timeout_error:
+        raise AssertionError(f"{timeout_error}; its end:\n{task_log(home, dag_id, run_id, task_id)[-3000:]}") from None
+
+
 def tail(path: Path, chars: int = 3000) -> str:
     try:
         return path.read_text(errors="replace")[-chars:]

@@ -28,7 +28,16 @@ from airflow_cdc.engine.server import control
 from airflow_cdc.local.ports import free_port
 from tests.system.conftest import TOKEN, WITH_SCHEMAS
 from tests.system.debezium_on_connect import debezium_shop
-from tests.system.first_run_stack import BIN, Metadata, airflow_processes, run_bash, tail, task_log, wait_for_run
+from tests.system.first_run_stack import (
+    BIN,
+    Metadata,
+    airflow_processes,
+    run_bash,
+    tail,
+    task_log,
+    wait_for_run,
+    wait_for_task_log,
+)
 from tests.system.support import DAGS, Source
 from tests.system.test_example_dags import without_position
 
@@ -167,7 +176,7 @@ def test_a_failed_tables_group_is_cleared_and_rerun_alone(scheduler: tuple[Sched
     assert {states[f"{ORDERS_GROUP}.{step}"] for step in STEPS} == {"success"}, states
     assert states[f"{CUSTOMERS_GROUP}.apply"] == "failed", states
     assert without_position(replica.rows("orders")) == source.rows("orders")
-    assert "name" in task_log(stack.home, DAG_ID, run_id, f"{CUSTOMERS_GROUP}.apply")
+    wait_for_task_log(stack.home, DAG_ID, run_id, f"{CUSTOMERS_GROUP}.apply", "name")
 
     # Mended (the wrong table dropped: the job creates it from the events' schemas), a change to
     # the table meanwhile, and only that table's group cleared.

@@ -166,6 +166,8 @@ def test_unacknowledged_records_hold_back_polling_at_max_queue_size():
         # Over the bound the task waits instead of polling, however long we look.
         wait_until(lambda: engine.tasks[0].polled == 400, 10, "one batch beyond the bound, no more")
         assert connector.polls <= polls + 1
+        # `polled` counts a batch before the handler has it: acknowledging sooner would miss it.
+        wait_until(lambda: sum(map(len, handler.batches)) == 400, 10, "the fourth batch handled")
         handler.acknowledge(400)
         wait_until(lambda: engine.tasks[0].polled >= 800, 10, "polling resumed")
 
