@@ -30,7 +30,7 @@ from airflow_cdc.local.postgres import PostgresServer
 from airflow_cdc.local.postgres_tls import PostgresTlsServer
 from airflow_cdc.local.process import BinaryNotFound
 from airflow_cdc.local.spark_cluster import SparkStandaloneCluster
-from tests import requirements
+from tests import ordering, requirements
 
 S = TypeVar(
     "S",
@@ -49,6 +49,8 @@ def pytest_configure(config: pytest.Config) -> None:
     (``tests/requirements.py``)."""
     if not config.pluginmanager.is_registered(requirements):
         config.pluginmanager.register(requirements, "airflow-cdc-requirements")
+    if not config.pluginmanager.is_registered(ordering):  # the order files go to xdist's workers
+        config.pluginmanager.register(ordering, "airflow-cdc-ordering")
 
 
 def _serve(service: S) -> Iterator[S]:
