@@ -11,10 +11,12 @@ cleared group whose snapshot never completed snapshots again.
 
 **Which snapshot.** Each table's group signals its own snapshot, and the groups run in parallel.
 An instance that already runs an incremental snapshot adds the tables of a second
-``execute-snapshot`` to it (Debezium does the same) and publishes nothing under the second
-signal's id: a sensor waiting for that id would wait until its stall timeout. So the task
-returns the id of the snapshot whose notifications name its table - its own, or the one it
-joined - and the group's sensor waits for that one.
+``execute-snapshot`` to it and reports it from then on under the second signal's id, with no
+STARTED for it (Debezium and the embedded engine alike). A third signal joining renames it
+again, possibly before the second's id was ever published. So the task returns the id of the
+first notification that names its table - its own signal's, or that of a signal that joined
+after it - and the group's sensor waits for that one (and follows later renames:
+``SnapshotWatch``).
 """
 
 from __future__ import annotations
@@ -31,8 +33,8 @@ from airflow_cdc.triggers.progress import tables_named
 
 
 class CdcPipelineSnapshotOperator(CdcSnapshotOperator):
-    """``CdcSnapshotOperator`` that returns the id of the snapshot that reads its tables (its
-    own signal's, or a running one's it joined), and that, with ``once``, skips when
+    """``CdcSnapshotOperator`` that returns the id the snapshot reading its tables is reported
+    under (its own signal's, or a later one's that joined it), and that, with ``once``, skips when
     ``done_task_id`` of this DAG has already emitted a completed snapshot's event on one of the
     task's ``inlets`` (the table's asset).
 
@@ -70,7 +72,7 @@ class CdcPipelineSnapshotOperator(CdcSnapshotOperator):
         signal_id = super().send_and_await(kind, data, acted_or_joined)
         if joined and joined[0] != signal_id:
             self.log.info(
-                "the instance added %s to the snapshot it was running (%s): waiting for that one",
+                "the snapshot reading %s is reported under signal %s (a signal that joined it): waiting for that one",
                 ", ".join(sorted(tables)),
                 joined[0],
             )

@@ -15,7 +15,7 @@ rare; the engine does not say how many tasks a signal went to).
 **Debezium renames a running snapshot.** A second ``execute-snapshot`` while one runs adds its
 tables to the running one, and Debezium then reports the whole snapshot under the *second*
 signal's id (``AbstractIncrementalSnapshotContext.addDataCollectionNamesToSnapshot`` overwrites
-its correlation id; no STARTED for it). The embedded engine keeps the first id. So once the
+its correlation id; no STARTED for it), and so does the embedded engine. So once the
 watch has seen its snapshot start, an incremental snapshot's notification under another id that
 names one of its tables is its snapshot's continuation: that id is followed too.
 
@@ -108,9 +108,12 @@ class SnapshotWatch:
     #: The TABLE_SCAN_COMPLETED notifications seen, for the rows per table.
     scans: list[Notification] = field(default_factory=list)
     failure: str | None = None
-    #: The tables its STARTED named; the ids its snapshot continued under (Debezium's rename).
+    #: The tables its notifications named; the ids its snapshot continued under (Debezium's rename).
     tables: set[str] = field(default_factory=set)
     aliases: set[str] = field(default_factory=set)
+    #: A notification of its snapshot running (progress, a table scanned) seen under its id or an
+    #: alias: without a STARTED of its own, its signal joined a snapshot already running.
+    seen_running: bool = False
     _last_seen: float = field(init=False)
 
     def __post_init__(self) -> None:
@@ -150,8 +153,8 @@ class SnapshotWatch:
             return Verdict(
                 "failed",
                 f"snapshot {self.signal_id}: no progress for {quiet:.0f}s (stall_timeout {self.stall_timeout:.0f}s; "
-                f"{where}, {self.completed} completed). Is the instance streaming, and did another snapshot running "
-                "at the time take its tables in (they are then reported under that snapshot's id)? Raise "
+                f"{where}, {self.completed} completed). Is the instance streaming, and did a later execute-snapshot "
+                "join it before this wait saw it start (it is then reported under that signal's id)? Raise "
                 "stall_timeout for slow tables",
             )
         return None
@@ -169,7 +172,7 @@ class SnapshotWatch:
             return True
         if (
             self.tables
-            and self.started > self.completed + self.aborted  # only while its snapshot is open
+            and self._open()
             and notification.id
             and notification.aggregate_type == INCREMENTAL
             and self.tables & tables_named(notification)
@@ -178,6 +181,14 @@ class SnapshotWatch:
             return True
         # A rejection names the signal in its data as well (its id is the signal's when it has one).
         return notification.aggregate_type == SIGNAL and notification.additional_data.get("signal_id") == self.signal_id
+
+    def _open(self) -> bool:
+        """Whether its snapshot is under way: started and not ended; or, for a signal that joined
+        a running snapshot (no STARTED of its own), seen running and not ended. Another signal
+        joining later renames it again (a chain of joins): only an open snapshot is followed."""
+        if self.started:
+            return self.started > self.completed + self.aborted
+        return self.seen_running and not (self.completed or self.aborted)
 
     def _take(self, notification: Notification) -> list[str]:
         self._last_seen = self.clock()
@@ -193,6 +204,7 @@ class SnapshotWatch:
                 f"snapshot {self.signal_id} started ({notification.aggregate_type}): {data.get('data_collections')}"
             ]
         elif kind == "IN_PROGRESS":
+            self._running(notification)
             if notification.id in self.aliases and notification.id not in self._announced:
                 self._announced.add(notification.id)
                 return [
@@ -218,7 +230,13 @@ class SnapshotWatch:
             )
         return []
 
+    def _running(self, notification: Notification) -> None:
+        if notification.aggregate_type == INCREMENTAL:
+            self.seen_running = True
+            self.tables |= tables_named(notification)
+
     def _scanned(self, notification: Notification) -> list[str]:
+        self._running(notification)
         self.scans.append(notification)
         data = notification.additional_data
         table = data.get("scanned_collection") or data.get("data_collection")
@@ -232,6 +250,7 @@ class SnapshotWatch:
 
     def _forget(self) -> None:
         self.tables, self.aliases, self._announced = set(), set(), set()
+        self.seen_running = False
         self.started = self.completed = self.aborted = 0
         self.paused = False
         self.scans = []

@@ -181,6 +181,42 @@ def test_notifications_in_order_with_counts_and_estimates(pg_server: Any, pg_dat
     assert all(n["timestamp"].isdigit() for n in seen)
 
 
+def test_a_second_signal_joins_the_running_snapshot_which_goes_on_under_its_id(
+    pg_server: Any, pg_database: str
+) -> None:
+    """As Debezium: the second execute-snapshot's table is taken into the running snapshot, with
+    no STARTED of its own, and everything after is reported under the second signal's id (so a
+    sensor waiting for either signal sees its snapshot complete). Both signals in one transaction:
+    the first has surely started when the second arrives."""
+    dsn = pg_server.dsn(pg_database)
+    setup(dsn, 600)
+    with psycopg.connect(dsn, autocommit=True) as conn:
+        conn.execute("create table u (id int primary key, v text)")
+        conn.execute("insert into u select g, 'u' || g from generate_series(1, 150) g")
+    collector = Collector()
+    engine = Engine(config(pg_server, pg_database, **{"incremental.snapshot.chunk.size": 100}), consumer=collector)
+    first, second = uuid.uuid4().hex, uuid.uuid4().hex
+    with EngineRunner(engine):
+        with psycopg.connect(dsn) as conn:
+            for signal_id, table in ((first, "public.t"), (second, "public.u")):
+                conn.execute(
+                    "insert into debezium_signal values (%s, 'execute-snapshot', %s)",
+                    (signal_id, json.dumps({"data-collections": [table]})),
+                )
+        wait_until(lambda: completed(engine, second), 60, "the joined snapshot completed")
+    seen = [(n["type"], n["id"]) for n in notifications(engine) if n["id"] in (first, second)]
+    assert seen[0] == ("STARTED", first) and all(i == second for _, i in seen[1:]), seen
+    assert [kind for kind, _ in seen].count("STARTED") == 1, seen
+    scans = {
+        n["additional_data"]["scanned_collection"]: n["additional_data"]["total_rows_scanned"]
+        for n in notifications(engine, "TABLE_SCAN_COMPLETED")
+    }
+    assert scans == {"public.t": "600", "public.u": "150"}, scans
+    for topic, rows in (("shop.public.t", 600), ("shop.public.u", 150)):
+        read = {e["key"]["id"] for e in collector.snapshot(topic) if e["value"]["op"] == "r"}
+        assert read == set(range(1, rows + 1)), topic
+
+
 def test_conditions_surrogate_and_composite_keys_and_a_keyless_table(pg_server: Any, pg_database: str) -> None:
     dsn = pg_server.dsn(pg_database)
     setup(dsn, 0)

@@ -13,6 +13,7 @@ from airflow_cdc.engine.errors import RetriableError
 from airflow_cdc.engine.notifications import NotificationBus
 from airflow_cdc.engine.records import PositionMarker, SourceRecord
 from airflow_cdc.engine.signals.channels import InProcessChannel
+from airflow_cdc.engine.snapshots.context import SnapshotContext
 from airflow_cdc.engine.snapshots.coordinator import SnapshotCoordinator
 from airflow_cdc.engine.snapshots.events import SignalRow, Watermark
 from airflow_cdc.engine.snapshots.incremental import OFFSET_KEY
@@ -92,6 +93,52 @@ def test_a_snapshot_ending_on_an_empty_table_leaves_a_marker_without_its_context
     assert tail[0].offset == {"lsn": 13, "txId": 13}  # the close's position, no context
     assert coordinator.snapshot.context is None
     coordinator.close()
+
+
+def test_a_signal_joining_a_running_snapshot_renames_it_as_debezium_does_and_a_replay_adds_nothing() -> None:
+    """Debezium takes a second execute-snapshot's tables into the running snapshot and reports it
+    under the second signal's id from then on, with no STARTED for it
+    (``addDataCollectionNamesToSnapshot`` sets the context's correlation id). After a restart the
+    stream replays both signals from the committed offset: neither may add its tables again."""
+
+    def build(resume: Any = None) -> SnapshotCoordinator:
+        return SnapshotCoordinator(
+            source=TwoTables(),
+            position=lambda: {"lsn": 0},
+            partition=PARTITION,
+            settings=SETTINGS,
+            bus=NotificationBus(("api",)),
+            connector_name="test",
+            signals=InProcessChannel(),
+            resume=resume,
+        )
+
+    first = signal_row("s1", "execute-snapshot", '{"data-collections": ["public.t"]}', 10)
+    second = signal_row("s2", "execute-snapshot", '{"data-collections": ["public.u"]}', 11)
+    coordinator = build()
+    (handed,) = coordinator.feed([first, second])
+    context = coordinator.snapshot.context
+    assert context is not None
+    assert (context.id, context.signals, context.all_tables) == ("s2", ("s1", "s2"), ("public.t", "public.u"))
+    assert [(n["type"], n["id"]) for n in coordinator.bus.since(0)[0]] == [("STARTED", "s1")]
+    assert '"id":"s2"' in handed[-1].offset[OFFSET_KEY]
+    coordinator.close()
+
+    restarted = build(resume=handed[-1].offset)
+    resumed = restarted.snapshot.context
+    assert resumed == context
+    restarted.feed([first, second])  # replayed from before the signals
+    assert restarted.snapshot.context == resumed  # nothing added twice
+    restarted.close()
+
+
+def test_a_context_from_an_offset_written_before_joins_were_recorded_knows_its_own_signal() -> None:
+    offset = {OFFSET_KEY: '{"id":"s1","tables":[],"all_tables":["public.t"],"max_key":null,"last_key":null}'}
+    context = SnapshotContext.from_offset(offset)
+    assert context is not None and context.signals == () and context.acted_on("s1") and not context.acted_on("s2")
+    joined = context.joined("s2")
+    assert (joined.id, joined.signals) == ("s2", ("s1", "s2"))
+    assert SnapshotContext.from_offset(joined.to_offset()) == joined
 
 
 def test_a_signal_naming_no_table_is_rejected_and_its_row_still_handed_over(coordinator: SnapshotCoordinator) -> None:

@@ -282,7 +282,9 @@ class SnapshotCoordinator:
             if signal.type == EXECUTE:
                 if signal.snapshot_type == "blocking":
                     self._request_blocking(signal)
-                elif snapshot.context is None or snapshot.context.id != signal.id:  # not seen again after a restart
+                elif snapshot.context is None or not snapshot.context.acted_on(
+                    signal.id
+                ):  # not replayed after a restart
                     snapshot.execute(signal)
             elif signal.type == STOP:
                 snapshot.stop(signal)

@@ -172,16 +172,23 @@ class IncrementalSnapshot:
             plans.append(TablePlan(table, self._filter_for(table, conditions), signal.surrogate_key))
         estimate = sum(self.source.estimate_rows(p.name) for p in plans)
         if self.context is not None:
+            # Debezium takes the tables into the running snapshot and reports it under the new
+            # signal's id from here on (no STARTED for it): so do we, for the sensors of either.
+            joined = self.context.id
             merged = self.context.tables + tuple(p for p in plans if p not in self.context.tables)
-            self.context = replace(
-                self.context,
+            self.context = self.context.joined(
+                signal.id,
                 tables=merged,
                 all_tables=self.context.all_tables + tuple(tables),
                 estimated_rows=self.context.estimated_rows + estimate,
             )
-            log.info("incremental snapshot %s: tables added: %s", self.context.id, ", ".join(tables))
+            log.info(
+                "incremental snapshot %s: tables added: %s; it goes on as %s", joined, ", ".join(tables), signal.id
+            )
             return
-        self.context = SnapshotContext(signal.id, tuple(plans), tuple(tables), estimated_rows=estimate)
+        self.context = SnapshotContext(
+            signal.id, tuple(plans), tuple(tables), estimated_rows=estimate, signals=(signal.id,)
+        )
         self._notify("STARTED", data_collections=", ".join(tables))
 
     def stop(self, signal: Signal) -> None:

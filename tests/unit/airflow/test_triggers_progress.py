@@ -307,6 +307,34 @@ def test_a_snapshot_debezium_goes_on_under_the_id_of_a_signal_that_joined_it_com
     assert (w.started, w.completed, w.aliases) == (1, 1, {"snap-2"})
 
 
+def test_every_signal_of_a_chain_of_joins_sees_the_snapshot_complete() -> None:
+    """Three signals, each joining the running snapshot (a declared pipeline's three groups
+    starting at once): the snapshot goes on under snap-2, then under snap-3. The watch of snap-2,
+    which never had a STARTED, follows it to snap-3 as well."""
+    clock = Clock()
+    watches = [watch(clock), *(SnapshotWatch(f"snap-{n}", stall_timeout=60, clock=clock) for n in (2, 3))]
+    notes = page(
+        note("STARTED", data_collections="public.orders"),
+        note("IN_PROGRESS", "snap-2", data_collections="public.orders,public.customers", rows_scanned="10"),
+        note("IN_PROGRESS", "snap-3", data_collections="public.orders,public.customers,public.items"),
+        note("TABLE_SCAN_COMPLETED", "snap-3", data_collection="public.orders", total_rows_scanned="2000",
+             status="SUCCEEDED"),
+        note("TABLE_SCAN_COMPLETED", "snap-3", data_collection="public.customers", total_rows_scanned="50",
+             status="SUCCEEDED"),
+        note("TABLE_SCAN_COMPLETED", "snap-3", data_collection="public.items", total_rows_scanned="7",
+             status="SUCCEEDED"),
+        note("COMPLETED", "snap-3"),
+        note("IN_PROGRESS", "snap-4", data_collections="public.orders"),  # a later snapshot: no one's
+    )  # fmt: skip
+    for w in watches:
+        w.feed(notes)
+    clock.now += 3
+    for w in watches:
+        verdict = w.verdict()
+        assert verdict is not None and verdict.succeeded, (w.signal_id, verdict)
+    assert [w.aliases for w in watches] == [{"snap-2", "snap-3"}, {"snap-3"}, set()]
+
+
 def test_another_snapshot_of_other_tables_is_not_taken_for_a_continuation() -> None:
     clock = Clock()
     w = watch(clock)
