@@ -96,7 +96,12 @@ def test_a_snapshot_of_20k_rows_under_a_write_load_converges_on_the_source(maria
         (f"{mariadb_database}.t", "SUCCEEDED")
     ]
     # Rows read, those the stream's changes made stale included (dropped, not emitted).
-    assert int(scanned[0]["additional_data"]["total_rows_scanned"]) >= len(reads) >= 20_000 * 0.9
+    assert int(scanned[0]["additional_data"]["total_rows_scanned"]) >= len(reads) >= 20_000 // 2
+    # A row left out of its chunk was left out for a change the stream carried (DBLog): how many
+    # depends on the load and the machine's speed, which rows does not.
+    changed = {e["key"]["id"] for e in table_events(collected) if e["value"] and e["value"]["op"] in ("c", "u", "d")}
+    missing = set(range(1, 20_001)) - {e["key"]["id"] for e in reads}
+    assert missing <= changed, sorted(missing - changed)[:10]
     # The watermarks are rows of the signal table, emitted as change events with Debezium's ids.
     marks = [e["value"]["after"] for e in collected.changes() if e["value"]["source"]["table"] == SIGNAL_TABLE]
     windows = [m for m in marks if m["type"] in ("snapshot-window-open", "snapshot-window-close")]
