@@ -58,3 +58,21 @@ def test_both_readers_give_the_same_values(connections: tuple[Any, Any], mariadb
             assert [(type(v), repr(v)) for v in fast_row] == [(type(v), repr(v)) for v in plain_row], table
             compared += len(fast_row)
     assert compared > 300
+
+
+def test_localhost_reaches_the_configured_port_over_tcp(mariadb_server: Any, mariadb_database: str) -> None:
+    """libmariadb alone would go to its default Unix socket, where this server does not listen:
+    the connection reaches the server at its port, as PyMySQL's does. A refused login is not
+    retried at another address; it says what was refused."""
+    params = {**mariadb_server.connection_params(database=mariadb_database), "host": "localhost"}
+    conn = snapshot_client.connect(params, **OPTIONS)
+    try:
+        assert type(conn).__module__.startswith("MySQLdb")
+        with conn.cursor() as cur:
+            cur.execute("SELECT @@port")
+            assert cur.fetchone() == (mariadb_server.port,)
+    finally:
+        conn.close()
+    with pytest.raises(snapshot_client.ERRORS) as refused:
+        snapshot_client.connect({**params, "password": "not-the-password"}, **OPTIONS)
+    assert refused.value.args[0] == 1045, refused.value  # ER_ACCESS_DENIED_ERROR

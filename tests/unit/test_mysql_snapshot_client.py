@@ -1,7 +1,10 @@
 """Which library a snapshot's connection uses (``snapshot_client.uses_mysqlclient``): mysqlclient
-only where it connects where PyMySQL would, and without TLS settings (PyMySQL's are checked)."""
+where it connects where PyMySQL would (``localhost`` over TCP), and without TLS settings (PyMySQL's
+are checked)."""
 
 from __future__ import annotations
+
+import socket
 
 from airflow_cdc.engine import mysql_client
 from airflow_cdc.engine.sources.mysql import snapshot_client
@@ -23,7 +26,10 @@ def test_tls_settings_keep_pymysql() -> None:
         assert not snapshot_client.uses_mysqlclient(params), mode
 
 
-def test_localhost_keeps_pymysql_which_connects_over_tcp() -> None:
+def test_localhost_is_reached_over_tcp_at_the_addresses_pymysql_tries() -> None:
     # libmariadb would take "localhost" for its Unix socket, not the configured port.
-    assert not snapshot_client.uses_mysqlclient({**TCP, "host": "localhost"})
-    assert not snapshot_client.uses_mysqlclient({**TCP, "host": "LOCALHOST"})
+    assert snapshot_client.uses_mysqlclient({**TCP, "host": "localhost"})
+    addresses = snapshot_client.tcp_addresses("LOCALHOST", 3307)
+    expected = [info[4][0] for info in socket.getaddrinfo("localhost", 3307, type=socket.SOCK_STREAM)]
+    assert addresses == list(dict.fromkeys(expected)) and "localhost" not in addresses
+    assert snapshot_client.tcp_addresses("db.example.com", 3307) == ["db.example.com"]

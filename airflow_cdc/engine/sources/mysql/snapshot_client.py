@@ -13,12 +13,14 @@ here, so the converters in ``types.py`` (written for PyMySQL's values) see no di
 * any other type: the text, as PyMySQL decodes a type it has no converter for.
 
 A connection with ``database.ssl.*`` settings stays on PyMySQL: its TLS handling is the one
-``mysql_client`` checks (``REQUIRE_TLS``); so does one to ``localhost`` (:func:`uses_mysqlclient`).
+``mysql_client`` checks (``REQUIRE_TLS``) (:func:`uses_mysqlclient`). ``localhost`` is reached
+over TCP, as PyMySQL reaches it (:func:`connect`).
 """
 
 from __future__ import annotations
 
 import datetime as dt
+import socket
 from decimal import Decimal
 from typing import Any
 
@@ -41,6 +43,8 @@ except ImportError:  # the ``mysql`` extra without mysqlclient (no libmariadb to
 ERRORS: tuple[type[BaseException], ...] = (pymysql.MySQLError,) + ((MySQLdb.MySQLError,) if MySQLdb else ())
 #: The TLS arguments of ``mysql_client.tls_params``: such a connection stays on PyMySQL.
 _TLS_KEYS = ("ssl", "ssl_disabled", mysql_client.REQUIRE_TLS)
+#: libmariadb's "cannot connect" codes (CR_CONNECTION_ERROR, CR_CONN_HOST_ERROR, CR_UNKNOWN_HOST).
+_UNREACHABLE = (2002, 2003, 2005)
 
 
 def _datetime(text: str) -> Any:
@@ -82,12 +86,19 @@ def _conversions() -> dict[Any, Any]:
 
 
 def uses_mysqlclient(connection: dict[str, Any]) -> bool:
-    """mysqlclient is installed, the connection has no TLS settings, and its host is not
-    ``localhost``: libmariadb takes that for its Unix socket, where PyMySQL connects over TCP
-    to the configured port (the server, and the account matched, could differ)."""
-    if MySQLdb is None or any(key in connection for key in _TLS_KEYS):
-        return False
-    return str(connection.get("host") or "localhost").lower() != "localhost"
+    """mysqlclient is installed and the connection has no TLS settings."""
+    return MySQLdb is not None and not any(key in connection for key in _TLS_KEYS)
+
+
+def tcp_addresses(host: str, port: int) -> list[str]:
+    """Where to connect for ``host``, in the order PyMySQL tries them. libmariadb takes
+    ``localhost`` for its Unix socket; PyMySQL connects over TCP to the configured port
+    (``socket.create_connection``: each address of ``getaddrinfo`` in turn). Connecting to the
+    same addresses, in the same order, reaches the same server and matches the same account."""
+    if host.lower() != "localhost":
+        return [host]
+    infos = socket.getaddrinfo(host, port, type=socket.SOCK_STREAM)
+    return list(dict.fromkeys(str(info[4][0]) for info in infos)) or [host]
 
 
 def connect(connection: dict[str, Any], **options: Any) -> Any:
@@ -101,8 +112,18 @@ def connect(connection: dict[str, Any], **options: Any) -> Any:
         password = password.decode("utf-8")
     if "db" in params:
         params.setdefault("database", params.pop("db"))
-    # No TLS, as PyMySQL without TLS settings (Connector/C 3.4 would otherwise try it by default).
-    return MySQLdb.connect(**params, password=password, conv=_conversions(), ssl_mode="DISABLED")
+    host = str(params.pop("host", None) or "localhost")  # PyMySQL's default host
+    failure: BaseException | None = None
+    for address in tcp_addresses(host, int(params.get("port") or 3306)):
+        try:
+            # No TLS, as PyMySQL without TLS settings (Connector/C 3.4 would otherwise try it).
+            return MySQLdb.connect(**params, host=address, password=password, conv=_conversions(), ssl_mode="DISABLED")
+        except MySQLdb.OperationalError as exc:
+            if exc.args[0] not in _UNREACHABLE:
+                raise  # the server answered (a refused login, say): no other address will differ
+            failure = exc  # nothing listens there: the next address, as PyMySQL tries them
+    assert failure is not None
+    raise failure
 
 
 def unbuffered_cursor(conn: Any) -> Any:
