@@ -55,18 +55,22 @@ def flat(segments: list[Any]) -> list[SourceRecord]:
     return [record for group in batches for batch in group for record in batch]
 
 
-@pytest.fixture
-def coordinator() -> SnapshotCoordinator:
+def make_coordinator(source: Any = None, resume: Any = None) -> SnapshotCoordinator:
     return SnapshotCoordinator(
-        source=TwoTables(),
+        source=source or TwoTables(),
         position=lambda: {"lsn": 0},
         partition=PARTITION,
         settings=SETTINGS,
         bus=NotificationBus(("api",)),
         connector_name="test",
         signals=InProcessChannel(),
-        resume=None,
+        resume=resume,
     )
+
+
+@pytest.fixture
+def coordinator() -> SnapshotCoordinator:
+    return make_coordinator()
 
 
 def test_a_snapshot_ending_on_an_empty_table_leaves_a_marker_without_its_context(
@@ -101,21 +105,9 @@ def test_a_signal_joining_a_running_snapshot_renames_it_as_debezium_does_and_a_r
     (``addDataCollectionNamesToSnapshot`` sets the context's correlation id). After a restart the
     stream replays both signals from the committed offset: neither may add its tables again."""
 
-    def build(resume: Any = None) -> SnapshotCoordinator:
-        return SnapshotCoordinator(
-            source=TwoTables(),
-            position=lambda: {"lsn": 0},
-            partition=PARTITION,
-            settings=SETTINGS,
-            bus=NotificationBus(("api",)),
-            connector_name="test",
-            signals=InProcessChannel(),
-            resume=resume,
-        )
-
     first = signal_row("s1", "execute-snapshot", '{"data-collections": ["public.t"]}', 10)
     second = signal_row("s2", "execute-snapshot", '{"data-collections": ["public.u"]}', 11)
-    coordinator = build()
+    coordinator = make_coordinator()
     (handed,) = coordinator.feed([first, second])
     context = coordinator.snapshot.context
     assert context is not None
@@ -124,7 +116,7 @@ def test_a_signal_joining_a_running_snapshot_renames_it_as_debezium_does_and_a_r
     assert '"id":"s2"' in handed[-1].offset[OFFSET_KEY]
     coordinator.close()
 
-    restarted = build(resume=handed[-1].offset)
+    restarted = make_coordinator(resume=handed[-1].offset)
     resumed = restarted.snapshot.context
     assert resumed == context
     restarted.feed([first, second])  # replayed from before the signals
@@ -159,16 +151,7 @@ class LostCatalog(TwoTables):
 def test_a_signal_the_source_cannot_act_on_now_is_rejected_and_the_stream_goes_on() -> None:
     """As Debezium's SignalProcessor: an action that fails is logged (here also a REJECTED
     notification naming the cause) and the stream's records go on - raising would lose them."""
-    coordinator = SnapshotCoordinator(
-        source=LostCatalog(),
-        position=lambda: {"lsn": 0},
-        partition=PARTITION,
-        settings=SETTINGS,
-        bus=NotificationBus(("api",)),
-        connector_name="test",
-        signals=InProcessChannel(),
-        resume=None,
-    )
+    coordinator = make_coordinator(LostCatalog())
     execute = signal_row("s1", "execute-snapshot", '{"data-collections": ["public.t"]}', 10)
     after = row(2, "after", "u", tx=11).replace(offset={"lsn": 11, "txId": 11})
     records = flat(coordinator.feed([execute, after]))
