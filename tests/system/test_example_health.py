@@ -103,9 +103,18 @@ def test_the_scheduled_health_check_fails_on_retained_wal_and_passes_once_the_sl
             )
 
             # Resumed, a captured change: the engine confirms its position, the slot lets the WAL go.
+            # (It confirms when it commits its offsets, every offset.flush.interval.ms, 60 s as
+            # Debezium's: committed at once here, so the wait does not ride on that interval.)
             assert backend.resume().state != "PAUSED"
             source.execute("update orders set status = 'moved' where id = 1")
-            wait_until(lambda: retained(source, slot) < 1024 * 1024, 60, "the slot moved past the noise")
+            wait_until(lambda: idle_shop.table_state(ORDERS).get(1, {}).get("status") == "moved", 60, "captured")
+            with idle_shop.client() as client:
+
+                def moved() -> bool:
+                    client.flush()
+                    return retained(source, slot) < 1024 * 1024
+
+                wait_until(moved, 60, "the slot moved past the noise", interval=1)
             run_bash(f"airflow dags trigger {DAG_ID} --run-id after-the-change", airflow.env, "triggering a run")
             assert wait_for_run(airflow.meta, DAG_ID, "after-the-change", 300) == "success", airflow.diagnosis()
     finally:

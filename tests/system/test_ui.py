@@ -416,12 +416,15 @@ def test_an_idle_slot_retaining_wal_is_shown_red_with_the_fix(
 
         # Resumed, captured changes let the instance confirm past it: the red goes away. (The
         # slot's restart_lsn moves to a running-xacts record the server logged after the noise,
-        # once a position after that record is confirmed: so changes keep coming until it does.)
+        # once a position after that record is confirmed: so changes keep coming until it does.
+        # The instance confirms when it commits its offsets, every offset.flush.interval.ms,
+        # 60 s as Debezium's: two commits could outlast the wait, so each change is committed.)
         assert client.resume().state != "PAUSED"
 
         def released() -> bool:
             with psycopg.connect(stack.dsn, autocommit=True) as conn:
                 conn.execute("update items set price = price + 1 where id = 1")
+            client.flush()
             return not card.locator(".wal-fix").count()
 
         wait_until(released, 90, "the WAL released", interval=2)
