@@ -282,9 +282,8 @@ class SnapshotCoordinator:
             if signal.type == EXECUTE:
                 if signal.snapshot_type == "blocking":
                     self._request_blocking(signal)
-                elif snapshot.context is None or not snapshot.context.acted_on(
-                    signal.id
-                ):  # not replayed after a restart
+                # A signal the running snapshot already took in is a replay after a restart.
+                elif snapshot.context is None or not snapshot.context.acted_on(signal.id):
                     snapshot.execute(signal)
             elif signal.type == STOP:
                 snapshot.stop(signal)
