@@ -8,6 +8,7 @@ import random
 import subprocess
 import sys
 import threading
+import time
 from pathlib import Path
 from typing import Any
 
@@ -67,9 +68,14 @@ def create_load_table(conn: psycopg.Connection[Any], rows: int) -> None:
 class WriteLoad:
     """Random inserts, updates and deletes in small transactions, on its own thread."""
 
-    def __init__(self, dsn: str, first_new_id: int, seed: int = 1, *, deletes: bool = True) -> None:
+    def __init__(
+        self, dsn: str, first_new_id: int, seed: int = 1, *, deletes: bool = True, per_second: float | None = None
+    ) -> None:
         self._dsn, self._next_id, self._rng = dsn, first_new_id, random.Random(seed)
         self._deletes = deletes
+        # A paced load: a test that waits long with the load running (a broker away) would
+        # otherwise reach the cap below, and then no write comes any more.
+        self._interval = 1 / per_second if per_second else 0.0
         self._stop = threading.Event()
         self.transactions = 0
         self._thread = threading.Thread(target=self._run, daemon=True)
@@ -91,11 +97,15 @@ class WriteLoad:
     def _run(self) -> None:
         try:
             with psycopg.connect(self._dsn, autocommit=False) as conn:
+                due = time.monotonic()
                 while not self._stop.is_set() and self.transactions < 200_000:
                     for _ in range(self._rng.randint(1, 5)):
                         self._statement(conn)
                     conn.commit()
                     self.transactions += 1
+                    if self._interval:
+                        due += self._interval
+                        self._stop.wait(max(0.0, due - time.monotonic()))
         except BaseException as exc:
             self.error = exc
 

@@ -30,7 +30,10 @@ def test_a_kafka_sink_recovering_from_a_broker_away_shows_as_retrying(
         pg_server, pg_database, broker.bootstrap_servers, topic_prefix, "kafka-python", **timeouts
     )
     with sink, EngineRunner(engine):
-        with WriteLoad(dsn, 201, seed=7) as load:
+        # Paced: the broker's stop and start can take minutes on a loaded machine, and an
+        # unpaced load reaches its cap (200k transactions) in about 100 s, after which the
+        # writes "after the broker is back" never come.
+        with WriteLoad(dsn, 201, seed=7, per_second=500) as load:
             wait_until(lambda: sink.metrics()["delivered"] > 200, 60, "the snapshot delivered")
             assert instance_health(engine, sink, None).health == "RUNNING"
             broker.stop()
