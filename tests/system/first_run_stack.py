@@ -19,6 +19,7 @@ import sqlite3
 import subprocess
 import sys
 import time
+import urllib.request
 from collections.abc import Iterator
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -52,6 +53,7 @@ class Names:
             text.replace("--conn-port 5432", f"--conn-port {self.port}")
             .replace("change-me", self.password)
             .replace("--port 8080", f"--port {self.api_port}")
+            .replace("localhost:8080/", f"localhost:{self.api_port}/")
         )
 
 
@@ -99,6 +101,7 @@ def airflow_processes(commands: list[str], env: dict[str, str], logs: Path) -> I
     """The README's Airflow processes, each with its log; stopped (SIGTERM, then SIGKILL) after."""
     started: list[tuple[subprocess.Popen[bytes], Any]] = []
     paths: dict[str, Path] = {}
+    api: tuple[subprocess.Popen[bytes], Path, int] | None = None
     try:
         for command in commands:
             name = command.split()[1]
@@ -113,6 +116,10 @@ def airflow_processes(commands: list[str], env: dict[str, str], logs: Path) -> I
                 start_new_session=True,
             )
             started.append((process, out))
+            if name == "api-server":
+                api = (process, paths[name], int(command.split("--port")[1].split()[0]))
+        if api:
+            wait_for_execution_api(*api)
         yield paths
     finally:
         for process, _ in started:
@@ -127,6 +134,26 @@ def airflow_processes(commands: list[str], env: dict[str, str], logs: Path) -> I
                     os.killpg(process.pid, signal.SIGKILL)
                 process.wait()
             out.close()
+
+
+def wait_for_execution_api(process: subprocess.Popen[bytes], log: Path, port: int, timeout: float = 300) -> None:
+    """Until the API server's execution API answers - what the README's ``until curl`` line does.
+    A task's supervisor reports its start there and gives up after about 30 s of retries; the
+    first ``/execution/`` request builds that API (3 s on a quiet machine), so on a loaded one
+    a task queued before it is up fails with nothing in its log after "Pre Execute"."""
+
+    def answers() -> bool:
+        if process.poll() is not None:
+            raise AssertionError(f"the API server exited ({process.returncode}):\n{tail(log)}")
+        url = f"http://localhost:{port}/execution/health"
+        with contextlib.suppress(OSError), urllib.request.urlopen(url, timeout=30) as response:
+            return bool(response.status == 200)
+        return False
+
+    try:
+        wait_until(answers, timeout, "the API server's execution API", interval=0.5)
+    except TimeoutError as timeout_error:
+        raise AssertionError(f"{timeout_error}:\n{tail(log)}") from None
 
 
 @dataclass
