@@ -15,7 +15,6 @@ import json
 import os
 import subprocess
 import sys
-import tempfile
 import uuid
 from collections.abc import Iterator
 from contextlib import contextmanager
@@ -31,10 +30,11 @@ import yaml
 from airflow_cdc.engine.server import control
 from airflow_cdc.local.mariadb import MariaDBServer
 from airflow_cdc.local.postgres import PostgresServer
+from tests.airflow_home import throwaway_airflow_home
 
 DAGS = Path(__file__).resolve().parents[2] / "dags"
 
-os.environ.setdefault("AIRFLOW_HOME", tempfile.mkdtemp(prefix="airflow-cdc-system-"))
+throwaway_airflow_home("airflow-cdc-system-")
 os.environ["AIRFLOW__CORE__DAGS_FOLDER"] = str(DAGS)
 os.environ["AIRFLOW__CORE__LOAD_EXAMPLES"] = "False"
 

@@ -1,7 +1,6 @@
 """Integration tests of the Airflow layer. Airflow reads AIRFLOW_HOME when it is first imported: a
 throwaway one unless the caller chose one."""
 
-import os
-import tempfile
+from tests.airflow_home import throwaway_airflow_home
 
-os.environ.setdefault("AIRFLOW_HOME", tempfile.mkdtemp(prefix="airflow-cdc-tests-"))
+throwaway_airflow_home("airflow-cdc-tests-")
