@@ -73,8 +73,9 @@ class WriteLoad:
     ) -> None:
         self._dsn, self._next_id, self._rng = dsn, first_new_id, random.Random(seed)
         self._deletes = deletes
-        # A paced load: a test that waits long with the load running (a broker away) would
-        # otherwise reach the cap below, and then no write comes any more.
+        # A paced load, for a test that waits long with the load running (a broker away, an
+        # engine killed and started again): unpaced, it reaches the cap below in about 100 s on
+        # a quiet machine, and then no write comes any more.
         self._interval = 1 / per_second if per_second else 0.0
         self._stop = threading.Event()
         self.transactions = 0

@@ -204,7 +204,7 @@ def test_kill_9_of_a_detached_instance_then_start_again_loses_nothing(
         create_load_table(conn, 2000)
     config = pg_instance_config(tmp_path, pg_server, pg_database)
     changelog = tmp_path / "state" / "changelog"
-    with WriteLoad(dsn, 2001, seed=7) as load:
+    with WriteLoad(dsn, 2001, seed=7, per_second=1000) as load:
         for round_ in range(3):
             started = cli("engine", "start", "--config", str(config))
             assert started.returncode == 0, started.stderr + control.log_tail(tmp_path / "state")

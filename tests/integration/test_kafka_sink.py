@@ -140,7 +140,7 @@ def test_broker_down_and_back_mid_stream_loses_nothing(
         create_load_table(conn, 500)
     engine, sink = kafka_engine(pg_server, pg_database, broker.bootstrap_servers, topic_prefix, kafka_client)
     with sink, EngineRunner(engine):
-        with WriteLoad(dsn, 501, seed=3) as load:
+        with WriteLoad(dsn, 501, seed=3, per_second=500) as load:
             wait_until(lambda: load.transactions >= 300 and sink.metrics()["delivered"] > 0, 30, "writes delivered")
             broker.kill() if how == "kill" else broker.stop()
             down_at = load.transactions
@@ -177,7 +177,7 @@ def test_records_that_time_out_are_sent_again_in_order(
         pg_server, pg_database, broker.bootstrap_servers, topic_prefix, kafka_client, **timeouts
     )
     with sink, EngineRunner(engine):
-        with WriteLoad(dsn, 501, seed=5) as load:
+        with WriteLoad(dsn, 501, seed=5, per_second=500) as load:
             wait_until(lambda: load.transactions >= 300 and sink.metrics()["delivered"] > 0, 30, "writes delivered")
             broker.stop()
             wait_until(lambda: sink.last_error is not None, 60, "records timing out while the broker is down")
