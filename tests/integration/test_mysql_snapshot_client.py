@@ -11,6 +11,7 @@ from typing import Any
 
 import pytest
 
+from airflow_cdc.engine import mysql_client
 from airflow_cdc.engine.sources.mysql import snapshot_client
 from airflow_cdc.engine.sources.mysql.schema import read_tables
 from tests.compat import mariadb_cases
@@ -31,8 +32,7 @@ def connections(mariadb_server: Any, mariadb_database: str) -> Iterator[tuple[An
             cur.execute(statement)
     params = {**mariadb_server.connection_params(database=mariadb_database), "charset": "utf8mb4"}
     fast = snapshot_client.connect(params, **OPTIONS)
-    # database.ssl.mode=disabled: the TLS settings keep a snapshot on PyMySQL.
-    plain = snapshot_client.connect({**params, "ssl_disabled": True}, **OPTIONS)
+    plain = mysql_client.connect(**params, **OPTIONS)  # PyMySQL, as without mysqlclient
     try:
         yield fast, plain
     finally:

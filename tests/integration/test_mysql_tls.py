@@ -1,7 +1,8 @@
 """The MariaDB connector over TLS, for a user created ``REQUIRE X509``: Debezium's
 ``database.ssl.mode``, ``database.ssl.truststore`` and ``database.ssl.keystore`` (PEM files here)
-reach every connection - the snapshot's, the binlog reader's. Without the client certificate, or
-with a CA that did not sign the server's certificate, the engine fails at once naming them."""
+reach every connection - the snapshot's (through mysqlclient where libmariadb checks what PyMySQL
+checks), the binlog reader's. Without the client certificate, or with a CA that did not sign the
+server's certificate, the engine fails at once naming them."""
 
 from __future__ import annotations
 
@@ -12,11 +13,13 @@ from typing import Any
 
 import pytest
 
-from airflow_cdc.engine import Engine
+from airflow_cdc.engine import Engine, mysql_client
 from airflow_cdc.engine.errors import CdcError
+from airflow_cdc.engine.sources.mysql import snapshot_client
 from airflow_cdc.engine.testing import EngineRunner, wait_until
 from airflow_cdc.local.tls import CertificateAuthority
 from tests.integration.mysql_support import create_load_table, engine_config
+from tests.requirements import require_module
 
 pytestmark = pytest.mark.integration
 
@@ -81,3 +84,44 @@ def test_without_the_certificate_or_the_right_ca_it_fails_at_once_naming_the_set
             engine.run()
         assert time.monotonic() - started < 15, "a TLS refusal was retried"
         assert named in str(failed.value), str(failed.value)
+
+
+def test_the_snapshot_reads_over_tls_through_mysqlclient(
+    mariadb_tls_server: Any, x509_user: Any, tmp_path: Any
+) -> None:
+    """With ``verify_identity`` and PEM stores the snapshot's rows come through mysqlclient
+    (libmariadb checks what PyMySQL checks); a certificate from another CA, or none for a
+    ``REQUIRE X509`` user, is refused as it is on PyMySQL."""
+    require_module("MySQLdb", extra="mysqlclient")
+    server, (database, user) = mariadb_tls_server, x509_user
+    base = {**server.connection_params(database=database), "user": user, "password": "pw"}
+    params = {**base, **mysql_client.tls_params(server.client_tls())}
+    conn = snapshot_client.connect(params, autocommit=True)
+    try:
+        assert type(conn).__module__.startswith("MySQLdb")
+        with conn.cursor() as cur:
+            cur.execute("SHOW SESSION STATUS LIKE 'Ssl_cipher'")
+            assert cur.fetchone()[1], "not encrypted"
+            cur.execute("SELECT count(*) FROM t")
+            assert cur.fetchone() == (ROWS,)
+    finally:
+        conn.close()
+    other_ca = CertificateAuthority(tmp_path, "another CA").cert
+    for settings, code in (
+        ({**server.client_tls(), "database.ssl.truststore": str(other_ca)}, 2026),  # CR_SSL_CONNECTION_ERROR
+        ({**server.client_tls(), "database.ssl.keystore": ""}, 1045),  # ER_ACCESS_DENIED_ERROR
+    ):
+        refused_params = {**base, **mysql_client.tls_params(settings)}
+        assert snapshot_client.uses_mysqlclient(refused_params)
+        with pytest.raises(snapshot_client.ERRORS) as refused:
+            snapshot_client.connect(refused_params, autocommit=True).close()
+        assert refused.value.args[0] == code, refused.value
+
+
+def test_required_tls_against_a_server_without_it_is_refused_on_either_library(mariadb_server: Any) -> None:
+    require_module("MySQLdb", extra="mysqlclient")
+    params = {**mariadb_server.connection_params(), **mysql_client.tls_params({"database.ssl.mode": "required"})}
+    for connect in (lambda: snapshot_client.connect(params), lambda: mysql_client.connect(**params)):
+        with pytest.raises(snapshot_client.ERRORS) as refused:
+            connect().close()
+        assert refused.value.args[0] == 2026, refused.value

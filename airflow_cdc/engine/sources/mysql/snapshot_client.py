@@ -12,8 +12,14 @@ here, so the converters in ``types.py`` (written for PyMySQL's values) see no di
   or zero date stays its text), behind a C fast path for the valid values;
 * any other type: the text, as PyMySQL decodes a type it has no converter for.
 
-A connection with ``database.ssl.*`` settings stays on PyMySQL: its TLS handling is the one
-``mysql_client`` checks (``REQUIRE_TLS``) (:func:`uses_mysqlclient`). ``localhost`` is reached
+TLS (``database.ssl.*``, as ``mysql_client.tls_params`` gives it to PyMySQL) goes through
+mysqlclient where libmariadb does exactly what the setting asks (:func:`mysqlclient_tls`):
+``disabled``; ``required`` (encrypted, no certificate checked); ``verify_identity`` with a
+truststore, to a host named as it is connected to. The rest stays on PyMySQL: ``verify_ca``
+(libmariadb checks the host name along with the CA), ``preferred`` with stores, an encrypted
+key (mysqlclient cannot pass its passphrase), ``verify_identity`` to ``localhost`` (reached at
+an address, which the certificate would be checked against). A required encryption is checked
+once connected (``Ssl_cipher``), as ``mysql_client`` checks PyMySQL's. ``localhost`` is reached
 over TCP, as PyMySQL reaches it (:func:`connect`).
 """
 
@@ -41,8 +47,6 @@ except ImportError:  # the ``mysql`` extra without mysqlclient (no libmariadb to
 
 #: Errors either library raises for a server error; ``args[0]`` is the server's error code.
 ERRORS: tuple[type[BaseException], ...] = (pymysql.MySQLError,) + ((MySQLdb.MySQLError,) if MySQLdb else ())
-#: The TLS arguments of ``mysql_client.tls_params``: such a connection stays on PyMySQL.
-_TLS_KEYS = ("ssl", "ssl_disabled", mysql_client.REQUIRE_TLS)
 #: libmariadb's "cannot connect" codes (CR_CONNECTION_ERROR, CR_CONN_HOST_ERROR, CR_UNKNOWN_HOST).
 _UNREACHABLE = (2002, 2003, 2005)
 
@@ -85,9 +89,28 @@ def _conversions() -> dict[Any, Any]:
     return conv
 
 
+def mysqlclient_tls(connection: dict[str, Any]) -> dict[str, Any] | None:
+    """mysqlclient's TLS arguments for the connection's PyMySQL ones (``mysql_client.tls_params``);
+    None when only PyMySQL does exactly what they ask (see the module's docstring)."""
+    ssl = connection.get("ssl")
+    if connection.get("ssl_disabled") or ssl is None:
+        return {"ssl_mode": "DISABLED"}  # as PyMySQL (Connector/C 3.4 would otherwise try TLS)
+    if not connection.get(mysql_client.REQUIRE_TLS) or "password" in ssl:
+        return None  # preferred with stores; an encrypted key
+    verify = bool(ssl.get("verify_mode"))
+    if verify and not (ssl.get("check_hostname") and "ca" in ssl):
+        return None  # verify_ca; verify_identity against the system's CAs
+    if verify and str(connection.get("host") or "localhost").lower() == "localhost":
+        return None
+    files = {"ca": ssl["ca"]} if "ca" in ssl else {}
+    if "cert" in ssl:
+        files.update(cert=ssl["cert"], key=ssl["cert"])  # one PEM file: the key and the chain
+    return {"ssl_mode": "VERIFY_IDENTITY" if verify else "REQUIRED", "ssl": files}
+
+
 def uses_mysqlclient(connection: dict[str, Any]) -> bool:
-    """mysqlclient is installed and the connection has no TLS settings."""
-    return MySQLdb is not None and not any(key in connection for key in _TLS_KEYS)
+    """mysqlclient is installed and does what the connection's TLS settings ask."""
+    return MySQLdb is not None and mysqlclient_tls(connection) is not None
 
 
 def tcp_addresses(host: str, port: int) -> list[str]:
@@ -105,8 +128,11 @@ def connect(connection: dict[str, Any], **options: Any) -> Any:
     """A connection for a snapshot (``charset`` utf8mb4): mysqlclient's when it can be,
     PyMySQL's otherwise (:func:`uses_mysqlclient`)."""
     params = {**connection, "charset": "utf8mb4", **options}
-    if not uses_mysqlclient(params):
+    tls = mysqlclient_tls(params) if MySQLdb is not None else None
+    if tls is None:
         return mysql_client.connect(**params)
+    for key in ("ssl", "ssl_disabled", mysql_client.REQUIRE_TLS):
+        params.pop(key, None)
     password = params.pop("password", None) or ""
     if isinstance(password, bytes):
         password = password.decode("utf-8")
@@ -116,14 +142,30 @@ def connect(connection: dict[str, Any], **options: Any) -> Any:
     failure: BaseException | None = None
     for address in tcp_addresses(host, int(params.get("port") or 3306)):
         try:
-            # No TLS, as PyMySQL without TLS settings (Connector/C 3.4 would otherwise try it).
-            return MySQLdb.connect(**params, host=address, password=password, conv=_conversions(), ssl_mode="DISABLED")
+            conn = MySQLdb.connect(**params, **tls, host=address, password=password, conv=_conversions())
+            if tls["ssl_mode"] != "DISABLED":
+                _check_encrypted(conn)
+            return conn
         except MySQLdb.OperationalError as exc:
             if exc.args[0] not in _UNREACHABLE:
                 raise  # the server answered (a refused login, say): no other address will differ
             failure = exc  # nothing listens there: the next address, as PyMySQL tries them
     assert failure is not None
     raise failure
+
+
+def _check_encrypted(conn: Any) -> None:
+    """Refuse a connection that is not encrypted. libmariadb 3.3 refuses a server without TLS
+    before authenticating only when it verifies the certificate; with ``required`` it connects
+    in plaintext, as PyMySQL does - so the check here, as ``mysql_client`` checks PyMySQL's."""
+    with conn.cursor() as cur:
+        cur.execute("SHOW SESSION STATUS LIKE 'Ssl_cipher'")
+        row = cur.fetchone()
+    if not (row and row[1]):
+        conn.close()
+        raise MySQLdb.OperationalError(
+            2026, "the server offers no TLS and database.ssl.mode requires it (enable ssl on the server)"
+        )
 
 
 def unbuffered_cursor(conn: Any) -> Any:
