@@ -274,7 +274,7 @@ def _watching(args: argparse.Namespace) -> int:
     try:
         from rich.console import Console
 
-        from airflow_cdc import console
+        from airflow_cdc import console  # noqa: F401 - a missing rich or Airflow named here
     except ImportError as exc:
         raise MissingDependencyError(exc.name or "rich", "airflow") from None
     screen = Console(file=sys.stdout, highlight=False)
@@ -285,10 +285,12 @@ def _watching(args: argparse.Namespace) -> int:
     # stdout carries the answer only (`status --json` is read by scripts): Airflow, once imported,
     # logs to whatever sys.stdout is when a logger is first used.
     with contextlib.redirect_stdout(sys.stderr):
-        return _watch(args, console, screen)
+        return _watch(args, screen)
 
 
-def _watch(args: argparse.Namespace, console: Any, screen: Any) -> int:
+def _watch(args: argparse.Namespace, screen: Any) -> int:
+    from airflow_cdc import console  # imported by _watching, which says what is missing
+
     if args.command == "status" and not (args.name or args.config or args.url):
         instances = _instances()
         return console.show_status(

@@ -18,7 +18,7 @@ import time
 from collections import deque
 from collections.abc import Callable
 from dataclasses import dataclass, field
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING, Any, Protocol
 
 from airflow_cdc.engine.errors import CdcError
 from airflow_cdc.engine.notifications import Notification, NotificationPage
@@ -59,7 +59,25 @@ __all__ = [
 ]
 
 if TYPE_CHECKING:
-    from airflow_cdc.backends import EngineBackend
+    from typing import Self
+
+
+class Observed(Protocol):
+    """What a :class:`Monitor` reads of an instance: an engine backend
+    (``airflow_cdc.backends.EngineBackend``), or the engine's API client for ``airflow-cdc
+    status --url``; a context manager."""
+
+    @property
+    def url(self) -> str: ...
+
+    def status(self) -> InstanceStatus: ...
+
+    def notifications(self, cursor: str | None = None, limit: int = 1000) -> NotificationPage: ...
+
+    def __enter__(self) -> Self: ...
+
+    def __exit__(self, *exc: object) -> None: ...
+
 
 #: Notifications a monitor keeps for "recent notifications" (the instance keeps many more).
 RECENT = 50
@@ -205,7 +223,7 @@ class Monitor:
     instance's address may change when it restarts). Thread-safe: a web page's requests may
     observe at the same time."""
 
-    def __init__(self, label: str, client: Callable[[], EngineBackend], *, recent: int = RECENT) -> None:
+    def __init__(self, label: str, client: Callable[[], Observed], *, recent: int = RECENT) -> None:
         self.label = label
         self._client = client
         self._lock = threading.Lock()

@@ -27,7 +27,7 @@ import time
 from datetime import timedelta
 from typing import Any
 
-from airflow.sdk import BaseSensorOperator, Context, PokeReturnValue
+from airflow.sdk import BaseOperatorLink, BaseSensorOperator, Context, PokeReturnValue
 from airflow.sdk.exceptions import AirflowSensorTimeout
 
 from airflow_cdc.hooks.engine import CdcEngineHook
@@ -56,7 +56,7 @@ class CdcBaseSensor(BaseSensorOperator):
         before the task fails, naming the fix; it then stays retriable.
     """
 
-    operator_extra_links = (CdcInstanceLink(),)
+    operator_extra_links: tuple[BaseOperatorLink, ...] = (CdcInstanceLink(),)
     ui_color = "#e8f1f8"
 
     def __init__(

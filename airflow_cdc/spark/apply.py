@@ -280,11 +280,11 @@ def run(spark: Any, job: ApplyJob) -> dict[str, Any]:
         query.awaitTermination()
     else:
         query = writer.trigger(processingTime=job.processing_time).start()
-        query.awaitTermination(job.max_duration)
+        query.awaitTermination(job.max_duration)  # type: ignore[arg-type] # seconds; pyspark takes a float
         stop_between_batches(query)
     if query.exception() is not None:
         raise query.exception()  # type: ignore[misc]
-    progress = query.lastProgress or {}
+    progress: dict[str, Any] = query.lastProgress or {}
     end_offsets = [offset_data(s.get("endOffset")) for s in progress.get("sources", [])]
     return {
         "batches": totals.batches,

@@ -166,8 +166,12 @@ def merged(versions: Iterable[TableSchema]) -> TableSchema:
     return TableSchema(newest.table, newest.columns + dropped, newest.key)
 
 
-_MILLIS = ("io.debezium.time.Timestamp", "io.debezium.time.Time", "org.apache.kafka.connect.data.Timestamp")
-_MILLIS += ("org.apache.kafka.connect.data.Time",)
+_MILLIS = (
+    "io.debezium.time.Timestamp",
+    "io.debezium.time.Time",
+    "org.apache.kafka.connect.data.Timestamp",
+    "org.apache.kafka.connect.data.Time",
+)
 _MICROS = ("io.debezium.time.MicroTimestamp", "io.debezium.time.MicroTime")
 
 #: How a value's encoding depends on its schema: ``("scale", n)`` (a Decimal's unscaled value)

@@ -67,7 +67,7 @@ class _Lane:
 
 def _apply_lane(batches: Iterator[Any], settings: SqlTargetSettings) -> Iterator[Any]:
     """``mapInArrow``'s function: one lane into the target, one row of counts and times out."""
-    import pyarrow as pa
+    import pyarrow as pa  # type: ignore[import-untyped]
 
     lane = _Lane(batches)
     counts = apply_changes_retrying(lane.rows_once_more, settings)

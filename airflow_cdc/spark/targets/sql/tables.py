@@ -98,7 +98,8 @@ class Table:
         if decode is None:
             kind = self.info.columns[column]
             if encoding is not None:
-                kind = replace(kind, **{encoding[0]: encoding[1]})
+                what, value = encoding
+                kind = replace(kind, scale=value) if what == "scale" else replace(kind, precision=value)
             decode = self.decoders[cached] = decoder_for(kind, self.modes)
         return decode
 
