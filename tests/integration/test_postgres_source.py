@@ -15,6 +15,7 @@ from airflow_cdc.engine.sources.postgres.catalog import SourceSetupError
 from airflow_cdc.engine.sources.postgres.stream import SlotActiveError
 from airflow_cdc.engine.storage import MemoryOffsetStore
 from airflow_cdc.engine.testing import EngineRunner, wait_until
+from tests.slots import drop_slots
 
 from .pg_support import (
     WriteLoad,
@@ -197,8 +198,7 @@ def test_several_databases_run_one_task_each_with_their_own_slot(pg_server, pg_d
             slots = {
                 r[0] for r in conn.execute("select slot_name from pg_replication_slots where slot_name like 'multi%%'")
             }
-            for slot in slots:
-                conn.execute("select pg_drop_replication_slot(%s)", (slot,))
+            drop_slots(conn, "slot_name like 'multi%%'", ())
         assert len(slots) == 2
     finally:
         with pg_server.connect() as conn:

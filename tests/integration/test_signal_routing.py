@@ -13,6 +13,7 @@ from airflow_cdc.engine import Engine
 from airflow_cdc.engine.testing import EngineRunner, wait_until
 from tests.integration.pg_support import engine_config
 from tests.integration.test_incremental_snapshot import Collector, notifications
+from tests.slots import drop_slots
 
 pytestmark = pytest.mark.integration
 
@@ -36,8 +37,7 @@ def two_databases(pg_server: Any, pg_database: str) -> Iterator[dict[str, str]]:
         yield names
     finally:
         with pg_server.connect() as conn:
-            for slot in conn.execute("select slot_name from pg_replication_slots where slot_name like 'routes%%'"):
-                conn.execute("select pg_drop_replication_slot(%s)", (slot[0],))
+            drop_slots(conn, "slot_name like 'routes%%'", ())
             conn.execute(f'drop database if exists "{names["second"]}" with (force)')
 
 

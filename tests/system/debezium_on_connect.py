@@ -13,8 +13,8 @@ from typing import Any
 
 import yaml
 
-from airflow_cdc.engine.testing import wait_until
 from airflow_cdc.kafka_connect import ConnectClient
+from tests.slots import drop_slots
 from tests.system.conftest import WITH_SCHEMAS
 from tests.system.support import Source, drop_topics
 
@@ -60,8 +60,4 @@ def debezium_shop(
         client.close()
         drop_topics(kafka_broker, "shop")  # the next test's connector writes shop.* too
         with source.connect() as db:
-            free = "select coalesce(bool_or(active), false) from pg_replication_slots where slot_name = %s"
-            wait_until(lambda: not db.execute(free, (slot,)).fetchone()[0], 60, "the slot released")  # type: ignore[index]
-            db.execute(
-                "select pg_drop_replication_slot(slot_name) from pg_replication_slots where slot_name = %s", (slot,)
-            )
+            drop_slots(db, "slot_name = %s", (slot,))

@@ -18,8 +18,8 @@ from typing import Any
 import pytest
 import yaml
 
-from airflow_cdc.engine.testing import wait_until
 from airflow_cdc.kafka_connect import ConnectClient
+from tests.slots import drop_slots
 from tests.system.conftest import PASSWORD, WITH_SCHEMAS, connect_source, local_spark
 from tests.system.support import Source, drop_topics, load_dag, task_states, xcom
 
@@ -94,15 +94,7 @@ def connector(
         client.close()
         with source.connect() as conn:
             conn.autocommit = True
-
-            def slot_free() -> bool:
-                row = conn.execute("select active from pg_replication_slots where slot_name = %s", (slot,)).fetchone()
-                return row is None or not row[0]
-
-            wait_until(slot_free, 60, "the connector's slot released")
-            conn.execute(
-                "select pg_drop_replication_slot(slot_name) from pg_replication_slots where slot_name = %s", (slot,)
-            )
+            drop_slots(conn, "slot_name = %s", (slot,))
 
 
 def without_position(rows: dict[int, dict[str, Any]]) -> dict[int, dict[str, Any]]:

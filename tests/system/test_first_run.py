@@ -32,6 +32,7 @@ from airflow_cdc.engine.testing import wait_until
 from airflow_cdc.local.ports import free_port
 from airflow_cdc.local.postgres import PostgresServer
 from tests.readme_blocks import readme_block
+from tests.slots import drop_slots
 from tests.system.first_run_stack import (
     BIN,
     Metadata,
@@ -116,10 +117,7 @@ def drop_all(server: PostgresServer, names: Names) -> None:
             "select pg_terminate_backend(active_pid) from pg_replication_slots where database = any(%s) and active",
             (databases,),
         )
-        conn.execute(
-            "select pg_drop_replication_slot(slot_name) from pg_replication_slots where database = any(%s)",
-            (databases,),
-        )
+        drop_slots(conn, "database = any(%s)", (databases,))
         for database in databases:
             conn.execute(f"drop database if exists {database} with (force)")
         conn.execute("drop role if exists cdc")

@@ -40,6 +40,7 @@ from airflow_cdc.engine.server import control
 from airflow_cdc.engine.testing import wait_until
 from airflow_cdc.local.ports import free_port
 from airflow_cdc.local.postgres import PostgresServer
+from tests.slots import drop_slots
 from tests.system.conftest import TOKEN
 
 CHROMIUM = "/usr/bin/chromium"
@@ -159,9 +160,7 @@ def stack(pg_server: PostgresServer, airflow_db: str, tmp_path_factory: pytest.T
             server.wait()
         control.stop(config, timeout=30)
         with pg_server.connect() as conn:
-            conn.execute(
-                "select pg_drop_replication_slot(slot_name) from pg_replication_slots where database = %s", (database,)
-            )
+            drop_slots(conn, "database = %s", (database,))
             conn.execute(f"drop database if exists {database} with (force)")
 
 

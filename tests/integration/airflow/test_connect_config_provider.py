@@ -26,6 +26,7 @@ from airflow_cdc.kafka_connect import ConnectClient
 from airflow_cdc.operators.engine import CdcStartEngineOperator
 from tests.integration.airflow.conftest import CDC_CONN, PG_CONN, Source, write_config
 from tests.integration.airflow.support import task_context
+from tests.slots import drop_slots
 
 pytestmark = pytest.mark.integration
 
@@ -102,15 +103,7 @@ def connector(
             client.delete(name)
         client.close()
         with source.connect() as conn:
-
-            def free() -> bool:
-                row = conn.execute("select active from pg_replication_slots where slot_name = %s", (slot,)).fetchone()
-                return row is None or not row[0]
-
-            wait_until(free, 60, "the connector's slot released")
-            conn.execute(
-                "select pg_drop_replication_slot(slot_name) from pg_replication_slots where slot_name = %s", (slot,)
-            )
+            drop_slots(conn, "slot_name = %s", (slot,))
 
 
 def changed_ids(bootstrap: str, topic: str) -> set[int]:

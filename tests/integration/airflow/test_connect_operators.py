@@ -29,6 +29,7 @@ from airflow_cdc.sensors.snapshot import CdcSnapshotSensor
 from airflow_cdc.triggers.offset import CdcConsumerLagTrigger
 from tests.integration.airflow.conftest import CDC_CONN, PASSWORD, PG_CONN, Source, write_config
 from tests.integration.airflow.support import task_context
+from tests.slots import drop_slots
 
 pytestmark = pytest.mark.integration
 
@@ -92,15 +93,7 @@ def connector(
             client.delete(name)
         client.close()
         with source.connect() as conn:
-
-            def free() -> bool:
-                row = conn.execute("select active from pg_replication_slots where slot_name = %s", (slot,)).fetchone()
-                return row is None or not row[0]
-
-            wait_until(free, 60, "the connector's slot released")
-            conn.execute(
-                "select pg_drop_replication_slot(slot_name) from pg_replication_slots where slot_name = %s", (slot,)
-            )
+            drop_slots(conn, "slot_name = %s", (slot,))
 
 
 def read_and_commit(bootstrap: str, topic: str, group: str) -> int:
