@@ -58,6 +58,6 @@ def debezium_shop(
         with contextlib.suppress(Exception):  # never created: the test failed before
             client.delete(name)
         client.close()
-        drop_topics(kafka_broker, "shop")  # the next test's connector writes shop.* too
         with source.connect() as db:
-            drop_slots(db, "slot_name = %s", (slot,))
+            drop_slots(db, "slot_name = %s", (slot,))  # released: the deleted connector's task has stopped
+        drop_topics(kafka_broker, "shop")  # the next test's connector writes shop.* too
