@@ -5,7 +5,6 @@ function whose name the error must show."""
 
 from __future__ import annotations
 
-import json
 import os
 import subprocess
 import sys
@@ -15,7 +14,7 @@ import pytest
 
 from airflow_cdc.engine.errors import CdcError
 from airflow_cdc.engine.server import control
-from airflow_cdc.engine.server.instance_files import LOG, STATUS, is_running
+from airflow_cdc.engine.server.instance_files import LOG, is_running, read_status
 from airflow_cdc.engine.testing import wait_until
 
 pytestmark = pytest.mark.integration
@@ -34,7 +33,9 @@ def waiting_for_a_source_that_never_answers():
         time.sleep(0.05)
 
 with instance_files._locked(directory, blocking=True):
-    (directory / instance_files.STATUS).write_text(json.dumps({"pid": os.getpid(), "state": "POLLING_TASKS"}))
+    # Written whole, then renamed into place, as EngineInstance writes it: a reader never sees it half-written.
+    (directory / "status.tmp").write_text(json.dumps({"pid": os.getpid(), "state": "POLLING_TASKS"}))
+    os.replace(directory / "status.tmp", directory / instance_files.STATUS)
     waiting_for_a_source_that_never_answers()
 """
 
@@ -45,8 +46,8 @@ def test_a_stop_that_hangs_is_killed_and_the_error_shows_where_it_hung(tmp_path:
     with open(state / LOG, "ab") as log:
         process = subprocess.Popen([sys.executable, "-c", HUNG, str(state)], stdout=log, stderr=subprocess.STDOUT)
     try:
-        wait_until(lambda: (state / STATUS).exists() and is_running(state), 30, "the hung instance holds its lock")
-        assert json.loads((state / STATUS).read_text())["pid"] == process.pid
+        wait_until(lambda: read_status(state) and is_running(state), 30, "the hung instance holds its lock")
+        assert read_status(state) == {"pid": process.pid, "state": "POLLING_TASKS"}
 
         with pytest.raises(CdcError) as stopped:
             control.stop({"name": "hung", "state.dir": str(state)}, timeout=1)
