@@ -5,6 +5,7 @@ them (a silent network partition: neither side hears from the other, nor of the 
 
 from __future__ import annotations
 
+import contextlib
 import socket
 import struct
 import threading
@@ -52,7 +53,8 @@ class Relay:
                     self.cut += 1
                     # shutdown, not just close: that wakes the thread reading the client
                     client.shutdown(socket.SHUT_RDWR)
-                    upstream.shutdown(socket.SHUT_RDWR)
+                    with contextlib.suppress(OSError):  # the woken thread may have shut it down first
+                        upstream.shutdown(socket.SHUT_RDWR)
                     return
                 client.sendall(head + body)
 
