@@ -15,7 +15,6 @@ from airflow_cdc.engine.sources.postgres.catalog import SourceSetupError
 from airflow_cdc.engine.sources.postgres.stream import SlotActiveError
 from airflow_cdc.engine.storage import MemoryOffsetStore
 from airflow_cdc.engine.testing import EngineRunner, wait_until
-from tests.slots import drop_slots
 
 from .pg_support import (
     WriteLoad,
@@ -198,8 +197,6 @@ def test_several_databases_run_one_task_each_with_their_own_slot(pg_server, pg_d
             slots = {
                 r[0] for r in conn.execute("select slot_name from pg_replication_slots where slot_name like 'multi%%'")
             }
-            drop_slots(conn, "slot_name like 'multi%%'", ())
         assert len(slots) == 2
     finally:
-        with pg_server.connect() as conn:
-            conn.execute(f'drop database if exists "{other}" with (force)')
+        pg_server.drop_database(other)  # with its slot; the other goes with pg_database

@@ -13,7 +13,6 @@ from airflow_cdc.engine import Engine
 from airflow_cdc.engine.testing import EngineRunner, wait_until
 from tests.integration.pg_support import engine_config
 from tests.integration.test_incremental_snapshot import Collector, notifications
-from tests.slots import drop_slots
 
 pytestmark = pytest.mark.integration
 
@@ -36,9 +35,7 @@ def two_databases(pg_server: Any, pg_database: str) -> Iterator[dict[str, str]]:
                     conn.execute(f"insert into {table} select g, 'v' || g from generate_series(1, {rows}) g")
         yield names
     finally:
-        with pg_server.connect() as conn:
-            drop_slots(conn, "slot_name like 'routes%%'", ())
-            conn.execute(f'drop database if exists "{names["second"]}" with (force)')
+        pg_server.drop_database(names["second"])  # with its slot; the first's goes with pg_database
 
 
 def by_id(engine: Engine, signal_id: str, kind: str) -> list[dict[str, Any]]:

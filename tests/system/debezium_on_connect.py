@@ -1,7 +1,8 @@
 """``cdc_shop`` as Debezium's PostgreSQL connector on the session's real Kafka Connect worker and
 broker: the connector's config file, the ``kafka_connect`` connection that names it, and the
 cleanup - connector deleted, its ``shop.*`` topics dropped (the session's broker is shared, and
-the example DAGs all use topic prefix ``shop``), its slot released and dropped."""
+the example DAGs all use topic prefix ``shop``); its slot goes with the test's database
+(``pg_database``)."""
 
 from __future__ import annotations
 
@@ -14,7 +15,6 @@ from typing import Any
 import yaml
 
 from airflow_cdc.kafka_connect import ConnectClient
-from tests.slots import drop_slots
 from tests.system.conftest import WITH_SCHEMAS
 from tests.system.support import Source, drop_topics
 
@@ -58,6 +58,5 @@ def debezium_shop(
         with contextlib.suppress(Exception):  # never created: the test failed before
             client.delete(name)
         client.close()
-        with source.connect() as db:
-            drop_slots(db, "slot_name = %s", (slot,))  # released: the deleted connector's task has stopped
         drop_topics(kafka_broker, "shop")  # the next test's connector writes shop.* too
+        # Its slot goes with the test's database (pg_database drops both).

@@ -19,7 +19,6 @@ import pytest
 import yaml
 
 from airflow_cdc.kafka_connect import ConnectClient
-from tests.slots import drop_slots
 from tests.system.conftest import PASSWORD, WITH_SCHEMAS, connect_source, local_spark
 from tests.system.support import Source, drop_topics, load_dag, task_states, xcom
 
@@ -92,9 +91,7 @@ def connector(
         with contextlib.suppress(Exception):  # never created: the test failed before
             client.delete(name)
         client.close()
-        with source.connect() as conn:
-            conn.autocommit = True
-            drop_slots(conn, "slot_name = %s", (slot,))
+        # Its slot goes with the test's database (pg_database drops both).
 
 
 def without_position(rows: dict[int, dict[str, Any]]) -> dict[int, dict[str, Any]]:

@@ -32,7 +32,6 @@ from airflow_cdc.engine.testing import wait_until
 from airflow_cdc.local.ports import free_port
 from airflow_cdc.local.postgres import PostgresServer
 from tests.readme_blocks import readme_block
-from tests.slots import drop_slots
 from tests.system.first_run_stack import (
     BIN,
     Metadata,
@@ -110,16 +109,10 @@ def create_databases(server: PostgresServer, names: Names, rows: int = ROWS) -> 
 
 
 def drop_all(server: PostgresServer, names: Names) -> None:
-    """The databases of both tests (their replication slots first: a slot keeps its database)."""
-    databases = [names.source_db, names.replica_db, f"{names.source_db}_svc", f"{names.replica_db}_svc"]
+    """The databases of both tests, with their replication slots, and the roles."""
+    for database in (names.source_db, names.replica_db, f"{names.source_db}_svc", f"{names.replica_db}_svc"):
+        server.drop_database(database)
     with server.connect(autocommit=True) as conn:
-        conn.execute(
-            "select pg_terminate_backend(active_pid) from pg_replication_slots where database = any(%s) and active",
-            (databases,),
-        )
-        drop_slots(conn, "database = any(%s)", (databases,))
-        for database in databases:
-            conn.execute(f"drop database if exists {database} with (force)")
         conn.execute("drop role if exists cdc")
         conn.execute("drop role if exists replica")
 

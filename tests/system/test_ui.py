@@ -40,7 +40,6 @@ from airflow_cdc.engine.server import control
 from airflow_cdc.engine.testing import wait_until
 from airflow_cdc.local.ports import free_port
 from airflow_cdc.local.postgres import PostgresServer
-from tests.slots import drop_slots
 from tests.system.conftest import TOKEN
 
 CHROMIUM = "/usr/bin/chromium"
@@ -159,9 +158,7 @@ def stack(pg_server: PostgresServer, airflow_db: str, tmp_path_factory: pytest.T
             os.killpg(server.pid, signal.SIGKILL)
             server.wait()
         control.stop(config, timeout=30)
-        with pg_server.connect() as conn:
-            drop_slots(conn, "database = %s", (database,))
-            conn.execute(f"drop database if exists {database} with (force)")
+        pg_server.drop_database(database)  # with its slot
 
 
 @pytest.fixture(scope="module")

@@ -26,7 +26,6 @@ from airflow_cdc.kafka_connect import ConnectClient
 from airflow_cdc.operators.engine import CdcStartEngineOperator
 from tests.integration.airflow.conftest import CDC_CONN, PG_CONN, Source, write_config
 from tests.integration.airflow.support import task_context
-from tests.slots import drop_slots
 
 pytestmark = pytest.mark.integration
 
@@ -101,9 +100,7 @@ def connector(
     finally:
         with contextlib.suppress(Exception):
             client.delete(name)
-        client.close()
-        with source.connect() as conn:
-            drop_slots(conn, "slot_name = %s", (slot,))
+        client.close()  # its slot goes with the test's database (pg_database drops both)
 
 
 def changed_ids(bootstrap: str, topic: str) -> set[int]:
