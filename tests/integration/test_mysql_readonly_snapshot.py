@@ -161,7 +161,9 @@ def test_a_read_only_snapshot_under_writes_converges_on_the_source_and_writes_no
     assert [k for k, n in Counter(e["key"]["id"] for e in reads).items() if n > 1] == []  # no chunk overlaps
     seen = kinds(engine, signal_id)
     assert seen[0] == "STARTED" and seen[-1] == "COMPLETED", seen
-    assert seen.count("IN_PROGRESS") >= rows // chunk - 1  # a window per chunk
+    # A window per chunk of what was read: the load's deletes shrink the table while it is read
+    # (11,242 of the 12,000 rows were left in one loaded run), so count chunks from the reads.
+    assert seen.count("IN_PROGRESS") >= -(-len(reads) // chunk) - 1
     scanned = [n for n in notifications(engine, signal_id) if n["type"] == "TABLE_SCAN_COMPLETED"]
     assert [n["additional_data"]["status"] for n in scanned] == ["SUCCEEDED"]
     # The writes made some rows stale while their chunk waited for its window to close: dropped,
